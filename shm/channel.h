@@ -1,0 +1,184 @@
+// shm: a channel file in shared memory — creating, opening, mapping and
+// removing it, recovering what dead processes left, and the wake primitives
+// the loop layer sleeps on. Publisher and Reader (publisher.h, reader.h) work
+// on an open Channel. See layout.h for the protocol and its invariants.
+#ifndef TETHER_SHM_CHANNEL_H_
+#define TETHER_SHM_CHANNEL_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "shm/owner.h"
+#include "shm/queue_params.h"
+
+namespace tether::shm {
+
+namespace internal {
+struct ChannelHeader;
+struct PublisherEntry;
+struct ReaderEntry;
+struct SlotHeader;
+}  // namespace internal
+
+// Where channel files live and how they are made. Built by main() or the
+// layer above; the library reads no environment.
+struct ChannelOptions {
+  // Channel files are <root>/<instance>/<escaped channel name>.
+  std::string root = "/dev/shm/tether";
+  std::string instance = "default";
+  // File mode of new channel files (and their directory gets the x bits).
+  mode_t mode = 0660;
+  // Group of new channel files; unset keeps the creator's group.
+  std::optional<gid_t> group;
+  // Touch every page at open (no page faults later on the send path).
+  bool prefault = false;
+  // mlock the mapping (needs CAP_IPC_LOCK or a large RLIMIT_MEMLOCK).
+  bool lock_memory = false;
+};
+
+// What a sweep found and reclaimed.
+struct SweepReport {
+  int dead_publishers = 0;
+  int dead_readers = 0;
+  int slots_freed = 0;
+  int commits_finished = 0;  // half-done sends of dead publishers completed
+  int corrupt_entries = 0;   // values out of range (left alone, reported)
+};
+
+// Counters for tools (list/stat). A snapshot; values move while read.
+struct ChannelStats {
+  uint64_t next_queue_index = 0;  // messages committed so far
+  int publishers = 0;             // registered (alive or not yet swept)
+  int pinning_readers = 0;
+  uint32_t sleepers = 0;
+  uint64_t file_size = 0;
+};
+
+// A mapped channel. Not copyable or movable; owned by a unique_ptr. Publishers
+// and Readers keep a pointer to it: the Channel must outlive them.
+// Thread-safety: all methods may be called from any thread.
+class Channel {
+ public:
+  // Opens the channel `name`, creating it with `params` and `metadata` if it
+  // does not exist. Creation is race-free: the file is built under a private
+  // name and hard-linked into place, so exactly one creator wins and nobody
+  // ever sees a half-initialised channel (openers never wait). If it exists,
+  // its params must equal `params` and its metadata must equal `metadata`,
+  // else FailedPrecondition naming both sides. Runs a Sweep(). Not RT-safe.
+  static absl::StatusOr<std::unique_ptr<Channel>> OpenOrCreate(
+      const ChannelOptions& options, std::string_view name,
+      const QueueParams& params, std::span<const std::byte> metadata = {});
+
+  // Opens an existing channel, taking its params from the file (checked:
+  // magic, layout version, params hash, sizes). NotFound if absent,
+  // PermissionDenied with the file mode if not accessible, DataLoss if the
+  // file is not a valid channel. Runs a Sweep(). Not RT-safe.
+  static absl::StatusOr<std::unique_ptr<Channel>> Open(
+      const ChannelOptions& options, std::string_view name);
+
+  // Removes the channel file (mapped handles stay valid until closed).
+  static absl::Status Remove(const ChannelOptions& options,
+                             std::string_view name);
+
+  // Channel names present under options.root/options.instance (unescaped),
+  // sorted. Leftover temporary files of crashed creators are not listed.
+  static absl::StatusOr<std::vector<std::string>> List(
+      const ChannelOptions& options);
+
+  // The file path of channel `name`: '/' and '%' in names are escaped as
+  // %2F and %25 so a name is one file.
+  static std::string PathFor(const ChannelOptions& options,
+                             std::string_view name);
+
+  Channel(const Channel&) = delete;
+  Channel& operator=(const Channel&) = delete;
+  ~Channel();
+
+  const std::string& name() const { return name_; }
+  const std::string& path() const { return path_; }
+  const QueueParams& params() const { return params_; }
+  std::span<const std::byte> metadata() const { return metadata_; }
+
+  // Reclaims registrations, loans and pins of dead processes and finishes
+  // or discards their half-done sends (see layout.h). Lock-free; safe with
+  // live publishers and readers. O(pool + registries); not RT-safe (reads
+  // /proc for liveness).
+  SweepReport Sweep();
+
+  ChannelStats Stats() const;
+
+  // --- wake primitives (for loop/) -----------------------------------------
+  // The 32-bit futex word readers wait on (shared futex, never PRIVATE).
+  std::atomic<uint32_t>* wake_word() const;
+  // Current value of the wake word (acquire). RT-safe.
+  uint32_t LoadWakeWord() const;
+  // Brackets a blocking wait on wake_word(): a waiter calls BeginSleep(),
+  // then reads the wake word, then re-checks its readers, then waits on the
+  // value read; EndSleep() after waking. Between the two, publishers make
+  // the FUTEX_WAKE syscall; outside, they skip it. RT-safe, seq_cst.
+  void BeginSleep();
+  void EndSleep();
+  // Wakes every waiter now (e.g. to stop a loop). RT-safe, one syscall.
+  void WakeAll();
+
+  // --- internal, for Publisher and Reader --------------------------------
+  internal::ChannelHeader* header() const { return header_; }
+  internal::PublisherEntry* publisher_entry(uint32_t i) const;
+  internal::ReaderEntry* reader_entry(uint32_t i) const;
+  std::atomic<uint64_t>* ring_entry(uint64_t queue_index) const;
+  internal::SlotHeader* slot_header(uint64_t slot) const;
+  std::byte* payload(uint64_t slot) const;
+  // This process's owner token (recomputed after fork). Setup only: may
+  // read /proc.
+  OwnerToken self_token();
+
+  // Claims a kFree, unpinned slot for publisher `owner`, starting the scan at
+  // `*hint` (advanced past the slot returned). With `sweep`, runs one Sweep()
+  // and rescans if none is found (not RT-safe then). Returns the slot, or
+  // -1. O(pool).
+  int64_t ClaimFreeSlot(uint32_t owner, uint64_t* hint, bool sweep);
+
+ private:
+  Channel() = default;
+  static absl::StatusOr<std::unique_ptr<Channel>> Map(
+      const ChannelOptions& options, std::string name, std::string path,
+      int fd, const std::optional<QueueParams>& expected,
+      std::span<const std::byte> expected_metadata);
+  bool ClaimIfFree(uint64_t slot, uint32_t owner);
+  void SweepPublisher(uint32_t index, SweepReport* report);
+  void SweepReader(uint32_t index, SweepReport* report);
+
+  std::string name_;
+  std::string path_;
+  QueueParams params_;
+  std::span<const std::byte> metadata_;
+  std::byte* base_ = nullptr;
+  size_t size_ = 0;
+  internal::ChannelHeader* header_ = nullptr;
+  uint64_t publishers_offset_ = 0;
+  uint64_t readers_offset_ = 0;
+  uint64_t ring_offset_ = 0;
+  uint64_t slot_headers_offset_ = 0;
+  uint64_t payloads_offset_ = 0;
+  uint64_t payload_stride_ = 0;
+  uint64_t ring_mask_ = 0;
+  OwnerToken self_token_ = kNoOwner;
+  // The pid self_token_ was computed in; differs in a forked child.
+  pid_t token_pid_ = 0;
+  // Token in the hot path (publisher pid stamp), set at registration.
+};
+
+}  // namespace tether::shm
+
+#endif  // TETHER_SHM_CHANNEL_H_

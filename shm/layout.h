@@ -1,0 +1,277 @@
+// shm internal: the bytes of a channel file and the lock-free protocol on
+// them. Only shm/*.cc include this; everything here lives in shared memory,
+// so it is standard-layout, pointer-free and sized from QueueParams.
+//
+// ============================================================================
+// File layout (every part starts on a 64-byte cache line)
+//
+//   ChannelHeader          magic, version, params, hash, sizes, tail,
+//                          wake word (own line), sleepers (own line)
+//   metadata               bytes given by the creator (transport: type info)
+//   PublisherEntry[P]      publisher registry, one line each
+//   ReaderEntry[K]         pinning-reader registry, one line each
+//   ring: atomic<u64>[D]   D = queue_depth (a power of two)
+//   SlotHeader[N]          N = D + P + K, one line each
+//   payload[N]             slot_size rounded up to 64 bytes each
+//
+// ============================================================================
+// Protocol
+//
+// Queue index q: a 64-bit count of messages ever committed. `tail` is the
+// next index to commit. Ring position q & (D-1) holds an entry
+// (tag = q mod 2^40, slot index) naming the slot with message q. A 40-bit
+// tag is the ABA guard: an entry compares equal only to the same q, and a
+// thread would have to stall for 2^40 messages for a tag to come round.
+// Initially ring[i] holds (tag of i - D, slot i): "message i - D", never
+// readable.
+//
+// Slot state (SlotHeader::state, one atomic u64) says who holds a slot:
+//   q < 2^62             committed message q (in the ring, or just evicted)
+//   kEmpty               initial contents of ring position = slot index
+//   kFree                nobody's; claimable when pinned_by == 0
+//   Owned(i)             publisher i's loan (it builds here alone)
+//   Pending(i, q)        publisher i is committing message q from here:
+//                        payload and header are final; readers accept it as
+//                        message q once they have seen the ring entry
+// Ownership moves only by CAS on this word, so two parties can never both
+// own a slot, whoever crashes.
+//
+// Send (publisher i, loan S), at most kMaxAttempts rounds:
+//   1. q = tail (acquire); e = ring[q] (acquire).
+//      tag(e) == q      -> a publisher placed q but did not bump tail (maybe
+//                          it died): help, CAS tail q -> q+1, retry.
+//      tag(e) != q - D  -> tail moved under us: retry; if tail did not
+//                          move, the ring is corrupt: error.
+//   2. Write S's header fields (relaxed), then CAS S.state
+//      Owned(i)/Pending(i, *) -> Pending(i, q) (seq_cst).
+//   3. CAS ring[q] e -> (q, S) (seq_cst). Fails: retry from 1.
+//   4. CAS tail q -> q+1 (anyone may have done it).
+//   5. CAS S.state Pending(i, q) -> q (a sweeper may have done it).
+//   6. wake_word += 1 (seq_cst); if sleepers (seq_cst) != 0: FUTEX_WAKE.
+//   7. Claim the evicted slot E = slot(e) for the next loan:
+//      CAS E.state (message q - D, or kEmpty) -> Owned(i) (seq_cst), then
+//      load E.pinned_by (seq_cst). Pinned: E.state = kFree (its reader will
+//      unpin it later) and claim any kFree slot with pinned_by == 0 instead.
+//   A reader never sees half a message: S's bytes are written before the
+//   seq_cst CAS of step 3, which readers acquire.
+//
+// Pin vs reuse (Dekker): a reader pins with pinned_by.fetch_or(bit)
+// (seq_cst) and then checks S.state is still its message (seq_cst load); a
+// publisher claims with a CAS of S.state (seq_cst) and then loads pinned_by
+// (seq_cst). In the single total order of seq_cst operations one of the two
+// second steps comes after the other's first step, so at least one side sees
+// the other: the publisher does not reuse a pinned slot, or the reader sees
+// the state changed and reports the message as overwritten (missed).
+// Release of a pin is fetch_and (release); the publisher's seq_cst load of
+// pinned_by acquires it, so the reader's reads happen before any reuse.
+//
+// Read (cursor r): e = ring[r] (acquire).
+//   tag == r          pin the slot, check its state is message r (or
+//                     Pending(*, r)), deliver in place; else it was
+//                     overwritten after we read e: count it missed.
+//   tag == r - D      nothing new.
+//   tag == r + kD     the reader fell behind: jump to max(r+1, tail - D) and
+//                     count every index skipped as missed (exact).
+//   anything else     corrupt.
+//
+// Wake (no lost wakeups): a reader about to sleep does sleepers += 1
+// (seq_cst), reads wake_word, re-checks the ring, then waits on the value
+// read. A publisher commits, bumps wake_word (seq_cst) and then reads
+// sleepers (seq_cst). If the publisher saw sleepers == 0, its bump precedes
+// the reader's increment in the total order, so the reader's re-check sees
+// the message. "Nobody is waiting" means no loop is inside (or about to
+// enter) its blocking wait: a loop keeps io_uring waits armed all the time
+// but counts itself as a sleeper only around the blocking io_uring_enter, so
+// busy subscribers cost publishers no syscall. A stale armed wait is
+// harmless: its next completion is a spurious wake that the loop re-checks.
+//
+// Death at any instruction (recovery by Channel::Sweep, run on every open
+// and on demand):
+//   - Registry entries hold owner tokens (pid + start time). A sweeper CASes
+//     a dead owner's token to its own, cleans up, then frees the entry, so
+//     two sweepers never clean the same entry and an entry is never reused
+//     before its slots are cleaned.
+//   - Dead publisher i: Owned(i) slots -> kFree (the message in flight is
+//     lost); Pending(i, q) slots -> committed q if ring[q] names them
+//     (finishing step 5, and helping step 4), else kFree.
+//   - A slot evicted by a publisher that died before step 7 is a committed
+//     message (or kEmpty) no ring entry names any more: -> kFree.
+//   - Dead pinning reader k: clear bit k in every slot's pinned_by.
+//   - A dead sleeper leaves `sleepers` too high: publishers then make a
+//     wake syscall they could have skipped; nothing is lost or blocked.
+//
+// Hostile memory: every slot index, size, tag and tail read from shared
+// memory is checked against this process's own copy of the params (never
+// re-read from the file) before use; loops are bounded; a violation is
+// reported as corruption to the caller.
+// ============================================================================
+#ifndef TETHER_SHM_LAYOUT_H_
+#define TETHER_SHM_LAYOUT_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "shm/owner.h"
+#include "shm/queue_params.h"
+
+namespace tether::shm::internal {
+
+inline constexpr uint64_t kMagic = 0x48435245'48544554ull;  // "TETHERCH"
+inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr size_t kCacheLine = 64;
+inline constexpr uint32_t kMaxMetadataSize = 1u << 20;
+
+// Bounded retries: each failed round means another publisher made progress
+// (lock-free), so a bound far above any real contention only trips on
+// corrupt memory, which must not hang us.
+inline constexpr int kMaxAttempts = 1 << 16;
+
+// --- ring entries -----------------------------------------------------------
+inline constexpr int kTagBits = 40;
+inline constexpr uint64_t kTagMask = (uint64_t{1} << kTagBits) - 1;
+inline constexpr int kSlotBits = 64 - kTagBits;  // up to 16M slots
+inline constexpr uint64_t kSlotMask = (uint64_t{1} << kSlotBits) - 1;
+
+inline uint64_t Tag(uint64_t queue_index) { return queue_index & kTagMask; }
+inline uint64_t MakeEntry(uint64_t queue_index, uint32_t slot) {
+  return (Tag(queue_index) << kSlotBits) | slot;
+}
+inline uint64_t EntryTag(uint64_t entry) { return entry >> kSlotBits; }
+inline uint64_t EntrySlot(uint64_t entry) { return entry & kSlotMask; }
+
+// --- slot states --------------------------------------------------------------
+inline constexpr uint64_t kFree = ~uint64_t{0};
+inline constexpr uint64_t kEmpty = ~uint64_t{0} - 1;
+inline constexpr uint64_t kMaxQueueIndex = (uint64_t{1} << 62) - 1;
+inline constexpr uint64_t kOwnedBit = uint64_t{1} << 63;
+inline constexpr uint64_t kPendingBit = uint64_t{1} << 62;
+inline constexpr int kOwnerShift = kTagBits;  // owner index in bits 40..61
+inline constexpr uint64_t kOwnerMask = (uint64_t{1} << 22) - 1;
+
+inline bool IsMessage(uint64_t state) { return state <= kMaxQueueIndex; }
+inline bool IsOwnedOrPending(uint64_t state) {
+  return state != kFree && state != kEmpty && (state & kOwnedBit) != 0;
+}
+inline bool IsPending(uint64_t state) {
+  return IsOwnedOrPending(state) && (state & kPendingBit) != 0;
+}
+inline uint64_t Owned(uint32_t publisher) {
+  return kOwnedBit | (uint64_t{publisher} << kOwnerShift);
+}
+inline uint64_t Pending(uint32_t publisher, uint64_t queue_index) {
+  return Owned(publisher) | kPendingBit | Tag(queue_index);
+}
+inline uint32_t StateOwner(uint64_t state) {
+  return static_cast<uint32_t>((state >> kOwnerShift) & kOwnerMask);
+}
+// True when a slot in `state` holds message q (committed or being committed).
+inline bool HoldsMessage(uint64_t state, uint64_t q) {
+  return state == q || (IsPending(state) && (state & kTagMask) == Tag(q));
+}
+
+// --- shared structs -------------------------------------------------------------
+struct alignas(kCacheLine) ChannelHeader {
+  uint64_t magic;
+  uint32_t layout_version;
+  uint32_t header_size;
+  uint64_t params_hash;
+  uint32_t slot_size;
+  uint32_t queue_depth;
+  uint32_t max_publishers;
+  uint32_t max_pinned;
+  uint64_t file_size;
+  uint32_t metadata_size;
+  uint32_t creator_pid;
+  uint64_t created_realtime_ns;
+
+  alignas(kCacheLine) std::atomic<uint64_t> tail;
+  // The futex word readers sleep on; bumped after every commit.
+  alignas(kCacheLine) std::atomic<uint32_t> wake_word;
+  // Loops inside (or entering) a blocking wait on this channel.
+  alignas(kCacheLine) std::atomic<uint32_t> sleepers;
+};
+
+struct alignas(kCacheLine) PublisherEntry {
+  std::atomic<OwnerToken> owner;
+  std::atomic<uint64_t> messages_sent;
+};
+
+struct alignas(kCacheLine) ReaderEntry {
+  std::atomic<OwnerToken> owner;
+};
+
+struct alignas(kCacheLine) SlotHeader {
+  std::atomic<uint64_t> state;
+  std::atomic<uint64_t> pinned_by;  // bit k = pinning reader k
+  // Written by the owning publisher before commit, read by readers after the
+  // ring entry's acquire. Relaxed atomics: an unpinned peek may race a reuse
+  // and then discards what it read.
+  std::atomic<uint64_t> monotonic_ns;
+  std::atomic<uint64_t> realtime_ns;
+  std::atomic<uint64_t> publisher_sequence;
+  std::atomic<uint32_t> size;
+  std::atomic<uint32_t> publisher_pid;
+  std::atomic<uint32_t> publisher_index;
+};
+
+static_assert(std::is_standard_layout_v<ChannelHeader>);
+static_assert(std::is_standard_layout_v<PublisherEntry>);
+static_assert(std::is_standard_layout_v<ReaderEntry>);
+static_assert(std::is_standard_layout_v<SlotHeader>);
+static_assert(sizeof(SlotHeader) == kCacheLine);
+static_assert(sizeof(PublisherEntry) == kCacheLine);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+
+inline constexpr uint64_t RoundUp(uint64_t n, uint64_t to) {
+  return (n + to - 1) / to * to;
+}
+
+// Byte offsets of each part, derived from params alone.
+struct Layout {
+  uint64_t metadata = 0;
+  uint64_t publishers = 0;
+  uint64_t readers = 0;
+  uint64_t ring = 0;
+  uint64_t slot_headers = 0;
+  uint64_t payloads = 0;
+  uint64_t payload_stride = 0;
+  uint64_t total = 0;
+
+  static Layout For(const QueueParams& p, uint32_t metadata_size) {
+    Layout l;
+    l.metadata = RoundUp(sizeof(ChannelHeader), kCacheLine);
+    l.publishers = l.metadata + RoundUp(metadata_size, kCacheLine);
+    l.readers = l.publishers + uint64_t{p.max_publishers} * sizeof(PublisherEntry);
+    l.ring = l.readers + uint64_t{p.max_pinned} * sizeof(ReaderEntry);
+    l.slot_headers = l.ring + RoundUp(uint64_t{p.queue_depth} * 8, kCacheLine);
+    l.payloads = l.slot_headers + p.pool_size() * sizeof(SlotHeader);
+    l.payload_stride = RoundUp(p.slot_size, kCacheLine);
+    l.total = l.payloads + p.pool_size() * l.payload_stride;
+    return l;
+  }
+};
+
+// FNV-1a over the layout version and the params: a mismatch on open means
+// the two sides disagree about the channel's shape.
+inline uint64_t ParamsHash(const QueueParams& p) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 0x100000001b3ull;
+    }
+  };
+  mix(kLayoutVersion);
+  mix(p.slot_size);
+  mix(p.queue_depth);
+  mix(p.max_publishers);
+  mix(p.max_pinned);
+  return h;
+}
+
+}  // namespace tether::shm::internal
+
+#endif  // TETHER_SHM_LAYOUT_H_

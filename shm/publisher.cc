@@ -1,0 +1,190 @@
+#include "shm/publisher.h"
+
+#include <time.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "shm/futex.h"
+#include "shm/layout.h"
+
+namespace tether::shm {
+namespace {
+
+using internal::SlotHeader;
+
+uint64_t ClockNs(clockid_t clock) {
+  timespec ts;
+  ::clock_gettime(clock, &ts);  // vDSO: no syscall
+  return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
+}
+
+}  // namespace
+
+const char* ToString(SendStatus status) {
+  switch (status) {
+    case SendStatus::kOk:
+      return "ok";
+    case SendStatus::kTooLarge:
+      return "message larger than the channel's slot size";
+    case SendStatus::kNoLoan:
+      return "no slot to build in (all slots pinned or held)";
+    case SendStatus::kCorrupt:
+      return "channel shared memory is corrupt";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<std::unique_ptr<Publisher>> Publisher::Create(Channel* channel) {
+  const QueueParams& p = channel->params();
+  const OwnerToken token = channel->self_token();
+  for (int round = 0; round < 2; ++round) {
+    for (uint32_t i = 0; i < p.max_publishers; ++i) {
+      OwnerToken expected = kNoOwner;
+      if (!channel->publisher_entry(i)->owner.compare_exchange_strong(
+              expected, token, std::memory_order_acq_rel)) {
+        continue;
+      }
+      std::unique_ptr<Publisher> pub(
+          new Publisher(channel, i, static_cast<uint32_t>(TokenPid(token))));
+      pub->hint_ = (uint64_t{i} * 7919) % p.pool_size();
+      pub->loan_ = channel->ClaimFreeSlot(i, &pub->hint_, /*sweep=*/true);
+      if (pub->loan_ < 0) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "channel ", channel->name(),
+            ": no free slot for a new publisher (every slot is in the ring, "
+            "loaned or pinned); the channel may be corrupt: remove it"));
+      }
+      return pub;
+    }
+    channel->Sweep();  // a dead publisher may hold an entry
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "channel ", channel->name(), " already has max_publishers=",
+      p.max_publishers,
+      " publishers: raise maxPublishers in the channel's config"));
+}
+
+Publisher::~Publisher() {
+  if (loan_ >= 0) {
+    uint64_t own = internal::Owned(index_);
+    channel_->slot_header(loan_)->state.compare_exchange_strong(
+        own, internal::kFree, std::memory_order_seq_cst);
+  }
+  channel_->publisher_entry(index_)->owner.store(kNoOwner,
+                                                 std::memory_order_release);
+}
+
+std::span<std::byte> Publisher::Loan() {
+  if (loan_ < 0) {
+    loan_ = channel_->ClaimFreeSlot(index_, &hint_, /*sweep=*/false);
+    if (loan_ < 0) return {};
+  }
+  return {channel_->payload(loan_), channel_->params().slot_size};
+}
+
+void Publisher::TakeNextLoan(uint64_t evicted, uint64_t evicted_index) {
+  SlotHeader* sh = channel_->slot_header(evicted);
+  const bool initial = evicted_index >= internal::kMaxQueueIndex;
+  for (int tries = 0; tries < 2; ++tries) {
+    uint64_t state = sh->state.load(std::memory_order_seq_cst);
+    bool still_evicted = initial ? state == internal::kEmpty
+                                 : internal::HoldsMessage(state, evicted_index);
+    if (!still_evicted) break;  // a sweeper freed it: scan below
+    // Claim, then look for pins (Dekker with Reader::Pin, see layout.h).
+    if (sh->state.compare_exchange_strong(state, internal::Owned(index_),
+                                          std::memory_order_seq_cst)) {
+      if (sh->pinned_by.load(std::memory_order_seq_cst) == 0) {
+        // Seqlock writer side: the state change is visible before any of
+        // our next writes into the slot, so an unpinned reader that saw new
+        // bytes also sees the state change when it re-checks.
+        std::atomic_thread_fence(std::memory_order_release);
+        loan_ = static_cast<int64_t>(evicted);
+        return;
+      }
+      // A reader still reads it; it becomes free when unpinned.
+      sh->state.store(internal::kFree, std::memory_order_seq_cst);
+      break;
+    }
+    // Lost a race with the committer turning Pending into committed: retry.
+  }
+  loan_ = channel_->ClaimFreeSlot(index_, &hint_, /*sweep=*/false);
+}
+
+SendResult Publisher::Send(size_t size, const SendTimes* times) {
+  if (loan_ < 0 && Loan().empty()) return {SendStatus::kNoLoan};
+  const QueueParams& p = channel_->params();
+  if (size > p.slot_size) return {SendStatus::kTooLarge};
+  internal::ChannelHeader* h = channel_->header();
+  const uint64_t slot = static_cast<uint64_t>(loan_);
+  SlotHeader* sh = channel_->slot_header(slot);
+  uint64_t own = sh->state.load(std::memory_order_relaxed);
+  if (own != internal::Owned(index_)) {
+    loan_ = -1;  // somebody took our loan: only corruption can do that
+    return {SendStatus::kCorrupt};
+  }
+  sh->size.store(static_cast<uint32_t>(size), std::memory_order_relaxed);
+  sh->publisher_pid.store(pid_, std::memory_order_relaxed);
+  sh->publisher_index.store(index_, std::memory_order_relaxed);
+  sh->publisher_sequence.store(sequence_, std::memory_order_relaxed);
+
+  const uint64_t depth = p.queue_depth;
+  const uint64_t pool = p.pool_size();
+  for (int attempt = 0; attempt < internal::kMaxAttempts; ++attempt) {
+    uint64_t q = h->tail.load(std::memory_order_acquire);
+    if (q > internal::kMaxQueueIndex) break;
+    std::atomic<uint64_t>* entry = channel_->ring_entry(q);
+    uint64_t e = entry->load(std::memory_order_acquire);
+    uint64_t tag = internal::EntryTag(e);
+    if (tag == internal::Tag(q)) {
+      // Placed by a publisher that has not bumped tail (or died): help.
+      h->tail.compare_exchange_strong(q, q + 1, std::memory_order_acq_rel);
+      continue;
+    }
+    if (tag != internal::Tag(q - depth)) {
+      if (h->tail.load(std::memory_order_acquire) == q) break;  // corrupt
+      continue;  // tail moved on while we looked
+    }
+    uint64_t evicted = internal::EntrySlot(e);
+    if (evicted >= pool) break;
+    // Stamp per attempt so send times follow queue order as closely as the
+    // race between publishers allows.
+    sh->monotonic_ns.store(times && times->monotonic_ns
+                               ? times->monotonic_ns
+                               : ClockNs(CLOCK_MONOTONIC),
+                           std::memory_order_relaxed);
+    sh->realtime_ns.store(times && times->realtime_ns ? times->realtime_ns
+                                                      : ClockNs(CLOCK_REALTIME),
+                          std::memory_order_relaxed);
+    uint64_t pending = internal::Pending(index_, q);
+    if (!sh->state.compare_exchange_strong(own, pending,
+                                           std::memory_order_seq_cst)) {
+      loan_ = -1;
+      return {SendStatus::kCorrupt};
+    }
+    own = pending;
+    if (!entry->compare_exchange_strong(e, internal::MakeEntry(q, slot),
+                                        std::memory_order_seq_cst)) {
+      continue;  // another publisher took index q
+    }
+    // Committed. The bookkeeping below may be finished by anyone if we die.
+    uint64_t expected_tail = q;
+    h->tail.compare_exchange_strong(expected_tail, q + 1,
+                                    std::memory_order_acq_rel);
+    sh->state.compare_exchange_strong(pending, q, std::memory_order_seq_cst);
+    h->wake_word.fetch_add(1, std::memory_order_seq_cst);
+    if (h->sleepers.load(std::memory_order_seq_cst) != 0) {
+      FutexWake(&h->wake_word);
+    }
+    ++sequence_;
+    channel_->publisher_entry(index_)->messages_sent.store(
+        sequence_, std::memory_order_relaxed);
+    TakeNextLoan(evicted, q < depth ? ~uint64_t{0} : q - depth);
+    return {SendStatus::kOk, q};
+  }
+  // Corrupt ring or tail: keep the loan as an unsent build.
+  sh->state.compare_exchange_strong(own, internal::Owned(index_),
+                                    std::memory_order_seq_cst);
+  return {SendStatus::kCorrupt};
+}
+
+}  // namespace tether::shm

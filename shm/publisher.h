@@ -1,0 +1,93 @@
+// shm: the publishing side of a channel queue. A Publisher owns one slot at a
+// time (its loan), builds the next message there in place, and commits it to
+// the ring in one atomic step. See layout.h for the protocol.
+#ifndef TETHER_SHM_PUBLISHER_H_
+#define TETHER_SHM_PUBLISHER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "absl/status/statusor.h"
+#include "shm/channel.h"
+
+namespace tether::shm {
+
+enum class [[nodiscard]] SendStatus {
+  kOk,
+  // size > slot_size; the loan is kept, nothing was sent.
+  kTooLarge,
+  // The publisher has no loan (the last send could not get a new slot, see
+  // Loan()); nothing was sent.
+  kNoLoan,
+  // The channel's shared memory is inconsistent (bad ring entry, tail, or
+  // the loan was taken from us); nothing was sent. Report and re-create.
+  kCorrupt,
+};
+
+const char* ToString(SendStatus status);
+
+// Send times; zero fields are stamped from CLOCK_MONOTONIC/CLOCK_REALTIME at
+// commit. Log replay passes recorded times.
+struct SendTimes {
+  uint64_t monotonic_ns = 0;
+  uint64_t realtime_ns = 0;
+};
+
+struct SendResult {
+  SendStatus status = SendStatus::kOk;
+  uint64_t queue_index = 0;  // the message's index in the channel (on kOk)
+};
+
+// A registered publisher. Not copyable or movable (owned by unique_ptr); the
+// Channel must outlive it. Not thread-safe: one thread uses a Publisher at a
+// time (use one Publisher per thread).
+class Publisher {
+ public:
+  // Registers in the channel's publisher registry and takes a first loan.
+  // ResourceExhausted naming max_publishers when the registry is full (after
+  // sweeping dead publishers). Not RT-safe (setup).
+  static absl::StatusOr<std::unique_ptr<Publisher>> Create(Channel* channel);
+
+  Publisher(const Publisher&) = delete;
+  Publisher& operator=(const Publisher&) = delete;
+  // Hands the loan back and frees the registry entry.
+  ~Publisher();
+
+  // The payload of the loaned slot: slot_size bytes, 64-byte aligned, owned by
+  // this publisher alone until Send(). Contents are whatever the slot last
+  // held (the caller overwrites what it uses). Empty if the publisher has no
+  // loan and none can be had now (all slots pinned or held: see kNoLoan).
+  // RT-safe: no allocation, no lock, no syscall (a rare O(pool) scan when the
+  // previous send found its next slot pinned).
+  std::span<std::byte> Loan();
+
+  // Commits the first `size` bytes of the loan as the next message, wakes
+  // sleeping readers, and takes the evicted slot as the next loan.
+  // RT-safe: lock-free, never blocks or waits for a reader, no allocation,
+  // O(1) in the number of readers, at most one syscall (FUTEX_WAKE, only
+  // when a reader sleeps). With `times` null the send is stamped now.
+  SendResult Send(size_t size, const SendTimes* times = nullptr);
+
+  uint32_t index() const { return index_; }
+  uint64_t messages_sent() const { return sequence_; }
+  Channel* channel() const { return channel_; }
+
+ private:
+  Publisher(Channel* channel, uint32_t index, uint32_t pid)
+      : channel_(channel), index_(index), pid_(pid) {}
+  // Claims the slot just evicted from the ring (or any free one).
+  void TakeNextLoan(uint64_t evicted_slot, uint64_t evicted_state);
+
+  Channel* const channel_;
+  const uint32_t index_;
+  const uint32_t pid_;    // stamped on every message
+  int64_t loan_ = -1;     // slot index, or -1 when none
+  uint64_t hint_ = 0;     // where the next free-slot scan starts
+  uint64_t sequence_ = 0; // messages this publisher sent
+};
+
+}  // namespace tether::shm
+
+#endif  // TETHER_SHM_PUBLISHER_H_

@@ -1,0 +1,198 @@
+#include "shm/reader.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "shm/layout.h"
+
+namespace tether::shm {
+
+using internal::SlotHeader;
+
+const char* ToString(ReadStatus status) {
+  switch (status) {
+    case ReadStatus::kOk:
+      return "ok";
+    case ReadStatus::kNothingNew:
+      return "nothing new";
+    case ReadStatus::kCorrupt:
+      return "channel shared memory is corrupt";
+  }
+  return "unknown";
+}
+
+Reader::Reader(Channel* channel, int index)
+    : channel_(channel),
+      index_(index),
+      bit_(index < 0 ? 0 : uint64_t{1} << index) {}
+
+absl::StatusOr<std::unique_ptr<Reader>> Reader::Create(
+    Channel* channel, const ReaderOptions& options) {
+  int index = -1;
+  if (options.pin) {
+    const uint32_t k = channel->params().max_pinned;
+    for (int round = 0; round < 2 && index < 0; ++round) {
+      for (uint32_t i = 0; i < k; ++i) {
+        OwnerToken expected = kNoOwner;
+        if (channel->reader_entry(i)->owner.compare_exchange_strong(
+                expected, channel->self_token(), std::memory_order_acq_rel)) {
+          index = static_cast<int>(i);
+          break;
+        }
+      }
+      if (index < 0) channel->Sweep();  // a dead reader may hold an entry
+    }
+    if (index < 0) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "channel ", channel->name(), " already has max_pinned=", k,
+          " pinning readers: raise maxPinnedReaders in the channel's config"));
+    }
+  }
+  std::unique_ptr<Reader> r(new Reader(channel, index));
+  const uint64_t tail = channel->header()->tail.load(std::memory_order_acquire);
+  const uint64_t depth = channel->params().queue_depth;
+  r->next_ = options.start == ReaderOptions::Start::kNew
+                 ? tail
+                 : (tail > depth ? tail - depth : 0);
+  return r;
+}
+
+Reader::~Reader() {
+  Release();
+  if (index_ >= 0) {
+    channel_->reader_entry(index_)->owner.store(kNoOwner,
+                                                std::memory_order_release);
+  }
+}
+
+void Reader::Release() {
+  if (pinned_slot_ < 0) return;
+  // release: our reads of the slot happen before a publisher that sees the
+  // bit cleared (seq_cst load) reuses it.
+  channel_->slot_header(pinned_slot_)->pinned_by.fetch_and(
+      ~bit_, std::memory_order_release);
+  pinned_slot_ = -1;
+}
+
+Reader::Take Reader::TryTake(uint64_t slot, uint64_t q, MessageView* view) {
+  const QueueParams& p = channel_->params();
+  if (slot >= p.pool_size()) return Take::kCorrupt;
+  SlotHeader* sh = channel_->slot_header(slot);
+  if (bit_ != 0) {
+    // Dekker with the publisher's claim (see layout.h): pin, then check.
+    sh->pinned_by.fetch_or(bit_, std::memory_order_seq_cst);
+    if (!internal::HoldsMessage(sh->state.load(std::memory_order_seq_cst), q)) {
+      sh->pinned_by.fetch_and(~bit_, std::memory_order_release);
+      return Take::kGone;
+    }
+    pinned_slot_ = static_cast<int64_t>(slot);
+  } else if (!internal::HoldsMessage(
+                 sh->state.load(std::memory_order_acquire), q)) {
+    return Take::kGone;
+  }
+  uint32_t size = sh->size.load(std::memory_order_relaxed);
+  if (size > p.slot_size) {
+    Release();
+    return Take::kCorrupt;
+  }
+  view->data = {channel_->payload(slot), size};
+  view->queue_index = q;
+  view->monotonic_send_ns = sh->monotonic_ns.load(std::memory_order_relaxed);
+  view->realtime_send_ns = sh->realtime_ns.load(std::memory_order_relaxed);
+  view->publisher_pid = sh->publisher_pid.load(std::memory_order_relaxed);
+  view->publisher_index = sh->publisher_index.load(std::memory_order_relaxed);
+  view->publisher_sequence =
+      sh->publisher_sequence.load(std::memory_order_relaxed);
+  view->slot = static_cast<uint32_t>(slot);
+  if (bit_ == 0 && !StillValid(*view)) return Take::kGone;
+  return Take::kRead;
+}
+
+bool Reader::StillValid(const MessageView& view) const {
+  if (view.slot >= channel_->params().pool_size()) return false;
+  // Seqlock reader side: reads of the bytes, then this fence, then the
+  // state check (the publisher changes state before writing bytes).
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return internal::HoldsMessage(
+      channel_->slot_header(view.slot)->state.load(std::memory_order_relaxed),
+      view.queue_index);
+}
+
+bool Reader::SkipLost(uint64_t r, uint64_t* missed) {
+  // Message r is gone. The ring holds [tail - D, tail): resume at the oldest
+  // of those (or just after r) and count every index skipped.
+  const uint64_t depth = channel_->params().queue_depth;
+  const uint64_t tail = channel_->header()->tail.load(std::memory_order_acquire);
+  if (tail <= r || tail > internal::kMaxQueueIndex) return false;
+  const uint64_t resume = std::max(r + 1, tail - std::min(tail, depth));
+  *missed += resume - r;
+  next_ = resume;
+  return true;
+}
+
+ReadStatus Reader::Next(MessageView* view) {
+  Release();
+  const uint64_t depth = channel_->params().queue_depth;
+  uint64_t missed = 0;
+  for (int attempt = 0; attempt < internal::kMaxAttempts; ++attempt) {
+    const uint64_t r = next_;
+    const uint64_t e = channel_->ring_entry(r)->load(std::memory_order_acquire);
+    const uint64_t ahead = (internal::EntryTag(e) - internal::Tag(r)) &
+                           internal::kTagMask;
+    if (ahead == 0) {
+      switch (TryTake(internal::EntrySlot(e), r, view)) {
+        case Take::kRead:
+          next_ = r + 1;
+          view->missed = pending_missed_ + missed;
+          total_missed_ += view->missed;
+          pending_missed_ = 0;
+          return ReadStatus::kOk;
+        case Take::kCorrupt:
+          return ReadStatus::kCorrupt;
+        case Take::kGone:
+          break;  // overwritten after we read the entry
+      }
+    } else if (ahead == (internal::Tag(0 - depth))) {
+      // The entry still holds r - D: message r is not committed yet.
+      pending_missed_ += missed;
+      return ReadStatus::kNothingNew;
+    } else if ((ahead & (depth - 1)) != 0) {
+      return ReadStatus::kCorrupt;  // a tag not congruent to its position
+    }
+    if (!SkipLost(r, &missed)) return ReadStatus::kCorrupt;
+  }
+  return ReadStatus::kCorrupt;
+}
+
+ReadStatus Reader::Latest(MessageView* view) {
+  Release();
+  internal::ChannelHeader* h = channel_->header();
+  for (int attempt = 0; attempt < internal::kMaxAttempts; ++attempt) {
+    const uint64_t tail = h->tail.load(std::memory_order_acquire);
+    if (tail > internal::kMaxQueueIndex) return ReadStatus::kCorrupt;
+    // tail itself may be placed but not yet bumped.
+    const uint64_t at_tail =
+        channel_->ring_entry(tail)->load(std::memory_order_acquire);
+    const bool placed = internal::EntryTag(at_tail) == internal::Tag(tail);
+    if (!placed && tail == 0) return ReadStatus::kNothingNew;
+    const uint64_t q = placed ? tail : tail - 1;
+    if (q < next_) return ReadStatus::kNothingNew;
+    const uint64_t e = placed ? at_tail
+                              : channel_->ring_entry(q)->load(
+                                    std::memory_order_acquire);
+    if (internal::EntryTag(e) != internal::Tag(q)) continue;  // raced
+    switch (TryTake(internal::EntrySlot(e), q, view)) {
+      case Take::kRead:
+        next_ = q + 1;
+        view->missed = 0;
+        return ReadStatus::kOk;
+      case Take::kCorrupt:
+        return ReadStatus::kCorrupt;
+      case Take::kGone:
+        continue;
+    }
+  }
+  return ReadStatus::kCorrupt;
+}
+
+}  // namespace tether::shm

@@ -1,0 +1,106 @@
+// shm: the reading side of a channel queue. Each Reader keeps its own
+// cursor, reads messages in place (pinned, so the slot is not recycled under
+// it, or unpinned with an overwrite check), and learns exactly how many
+// messages it lost when it falls more than queue_depth behind.
+#ifndef TETHER_SHM_READER_H_
+#define TETHER_SHM_READER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "absl/status/statusor.h"
+#include "shm/channel.h"
+
+namespace tether::shm {
+
+enum class [[nodiscard]] ReadStatus {
+  kOk,
+  kNothingNew,
+  // Shared memory is inconsistent (entry, size or slot out of range); the
+  // cursor is unchanged. Report it; the channel needs re-creating.
+  kCorrupt,
+};
+
+const char* ToString(ReadStatus status);
+
+// One message as it sits in its slot, plus its context.
+struct MessageView {
+  std::span<const std::byte> data;  // in shared memory, 64-byte aligned
+  uint64_t queue_index = 0;         // the message's index in the channel
+  uint64_t monotonic_send_ns = 0;
+  uint64_t realtime_send_ns = 0;
+  uint32_t publisher_pid = 0;
+  uint32_t publisher_index = 0;         // registry slot of the publisher
+  uint64_t publisher_sequence = 0;      // n-th message of that publisher
+  // Messages lost (overwritten before this reader got to them) between the
+  // previous message this reader got from Next() and this one.
+  uint64_t missed = 0;
+  uint32_t slot = 0;
+};
+
+struct ReaderOptions {
+  // Register as a pinning reader: views stay valid until Release() or the
+  // next read. Needs a free entry among the channel's max_pinned. Without
+  // it, views may be overwritten while read: check StillValid() after use.
+  bool pin = true;
+  // Where the cursor starts: only messages sent from now on, or the oldest
+  // message still in the ring.
+  enum class Start { kNew, kOldest } start = Start::kNew;
+};
+
+// A cursor on a channel. Not copyable or movable (owned by unique_ptr); the
+// Channel must outlive it. Not thread-safe: one thread at a time.
+class Reader {
+ public:
+  // ResourceExhausted naming max_pinned when pinning and all pin entries are
+  // taken (after sweeping dead readers). Not RT-safe (setup).
+  static absl::StatusOr<std::unique_ptr<Reader>> Create(
+      Channel* channel, const ReaderOptions& options = {});
+
+  Reader(const Reader&) = delete;
+  Reader& operator=(const Reader&) = delete;
+  ~Reader();
+
+  // The next message after the cursor (releasing the previous pin), with
+  // the count of messages lost since the previous one in view->missed.
+  // RT-safe: lock-free, no allocation, no syscall.
+  ReadStatus Next(MessageView* view);
+
+  // The newest message, if newer than the cursor; the cursor moves past it.
+  // Messages skipped this way are not counted as missed. RT-safe.
+  ReadStatus Latest(MessageView* view);
+
+  // Unpins the current view (no-op when unpinned). RT-safe.
+  void Release();
+
+  // For unpinned views: true if the slot still holds the message, so what
+  // was read from view.data before this call is intact. RT-safe.
+  bool StillValid(const MessageView& view) const;
+
+  // Index the next Next() will look at.
+  uint64_t next_index() const { return next_; }
+  // All messages this reader lost so far.
+  uint64_t total_missed() const { return total_missed_; }
+  bool pinning() const { return bit_ != 0; }
+
+ private:
+  enum class Take { kRead, kGone, kCorrupt };
+  Reader(Channel* channel, int index);
+  Take TryTake(uint64_t slot, uint64_t queue_index, MessageView* view);
+  // Moves the cursor past a lost message r; returns false on corruption.
+  bool SkipLost(uint64_t r, uint64_t* missed);
+
+  Channel* const channel_;
+  const int index_;    // reader registry entry, or -1 when not pinning
+  const uint64_t bit_; // 1 << index_, or 0
+  uint64_t next_ = 0;
+  uint64_t pending_missed_ = 0;  // lost, not yet reported with a message
+  uint64_t total_missed_ = 0;
+  int64_t pinned_slot_ = -1;
+};
+
+}  // namespace tether::shm
+
+#endif  // TETHER_SHM_READER_H_

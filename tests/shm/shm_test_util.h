@@ -1,0 +1,96 @@
+// Test helpers for shm: a unique shared-memory root per test (so parallel
+// tests never collide) that is removed afterwards, and a message pattern
+// whose every byte is derived from (publisher, sequence) so torn or stale
+// reads are detected.
+#ifndef TETHER_TESTS_SHM_SHM_TEST_UTIL_H_
+#define TETHER_TESTS_SHM_SHM_TEST_UTIL_H_
+
+#include <ftw.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <span>
+#include <string>
+
+#include "shm/channel.h"
+
+namespace tether::shm::testing {
+
+// A fresh /dev/shm/tether-test-<pid>-<n>-<random> root, removed in the
+// destructor (with everything under it).
+class ScopedRoot {
+ public:
+  ScopedRoot() {
+    static std::atomic<int> counter{0};
+    std::random_device rd;
+    char buf[128];
+    std::snprintf(buf, sizeof(buf), "/dev/shm/tether-test-%d-%d-%08x",
+                  static_cast<int>(::getpid()), counter.fetch_add(1), rd());
+    root_ = buf;
+    options_.root = root_;
+    options_.instance = "test";
+  }
+  ~ScopedRoot() {
+    ::nftw(
+        root_.c_str(),
+        [](const char* path, const struct stat*, int, struct FTW*) {
+          return ::remove(path);
+        },
+        16, FTW_DEPTH | FTW_PHYS);
+  }
+  ScopedRoot(const ScopedRoot&) = delete;
+  ScopedRoot& operator=(const ScopedRoot&) = delete;
+
+  const std::string& root() const { return root_; }
+  const ChannelOptions& options() const { return options_; }
+  ChannelOptions& options() { return options_; }
+
+ private:
+  std::string root_;
+  ChannelOptions options_;
+};
+
+// Test message: header then a pattern over the rest of `size` bytes.
+struct PatternHeader {
+  uint32_t publisher;
+  uint32_t size;
+  uint64_t sequence;
+};
+
+inline uint8_t PatternByte(uint32_t publisher, uint64_t sequence, size_t i) {
+  return static_cast<uint8_t>((publisher * 131u) ^ (sequence * 7u) ^ (i * 13u));
+}
+
+inline size_t WritePattern(std::span<std::byte> slot, uint32_t publisher,
+                           uint64_t sequence, size_t size) {
+  if (size < sizeof(PatternHeader)) size = sizeof(PatternHeader);
+  PatternHeader h{publisher, static_cast<uint32_t>(size), sequence};
+  std::memcpy(slot.data(), &h, sizeof(h));
+  auto* bytes = reinterpret_cast<uint8_t*>(slot.data());
+  for (size_t i = sizeof(h); i < size; ++i) {
+    bytes[i] = PatternByte(publisher, sequence, i);
+  }
+  return size;
+}
+
+// True if `data` is an intact pattern message; fills *out.
+inline bool CheckPattern(std::span<const std::byte> data, PatternHeader* out) {
+  if (data.size() < sizeof(PatternHeader)) return false;
+  std::memcpy(out, data.data(), sizeof(*out));
+  if (out->size != data.size()) return false;
+  auto* bytes = reinterpret_cast<const uint8_t*>(data.data());
+  for (size_t i = sizeof(PatternHeader); i < data.size(); ++i) {
+    if (bytes[i] != PatternByte(out->publisher, out->sequence, i)) return false;
+  }
+  return true;
+}
+
+}  // namespace tether::shm::testing
+
+#endif  // TETHER_TESTS_SHM_SHM_TEST_UTIL_H_
