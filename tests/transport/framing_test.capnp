@@ -1,0 +1,34 @@
+@0xa44bd1ac245efc9a;
+# Message shapes for tests/transport/framing_test.cc.
+
+struct Scalars {
+  i64 @0 :Int64;
+  u8 @1 :UInt8;
+  f64 @2 :Float64;
+  flag @3 :Bool;
+  i32 @4 :Int32 = -7;
+}
+
+struct Joint {
+  name @0 :Text;
+  position @1 :Float64;
+  velocity @2 :Float64;
+}
+
+struct Sample {
+  stamp @0 :UInt64;
+  label @1 :Text;
+  values @2 :List(Float32);
+  joints @3 :List(Joint);
+  inner @4 :Joint;
+  blob @5 :Data;
+  names @6 :List(Text);
+  child @7 :Sample;
+}
+
+# Same layout as Sample's first pointer, but a struct where Sample has Text:
+# reading one as the other is a pointer of the wrong kind.
+struct StructFirst {
+  stamp @0 :UInt64;
+  inner @1 :Joint;
+}

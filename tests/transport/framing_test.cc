@@ -1,0 +1,691 @@
+// Tests for transport/framing.h: messages built in place in a slot, read in
+// place, overflow and malformed bytes reported as errors, and no heap
+// allocation on the build path.
+#include "transport/framing.h"
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "capnp/message.h"
+#include "capnp/serialize.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/transport/framing_test.capnp.h"
+
+// ---------------------------------------------------------------------------
+// Allocation counting for the whole test binary. Under ASan/TSan the
+// sanitizer's allocator reports every malloc/calloc/realloc/new through its
+// hook; otherwise malloc, calloc, realloc and operator new are replaced here
+// (forwarding to glibc).
+
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<int64_t> g_allocations{0};
+void Count() {
+  if (g_counting.load(std::memory_order_relaxed)) {
+    g_allocations.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+}  // namespace
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// From <sanitizer/allocator_interface.h> (not shipped with Debian's g++).
+extern "C" int __sanitizer_install_malloc_and_free_hooks(
+    void (*malloc_hook)(const volatile void*, size_t),
+    void (*free_hook)(const volatile void*));
+namespace {
+void MallocHook(const volatile void*, size_t) { Count(); }
+void FreeHook(const volatile void*) {}
+[[maybe_unused]] const int kHooksInstalled =
+    __sanitizer_install_malloc_and_free_hooks(MallocHook, FreeHook);
+}  // namespace
+#else
+// operator delete below frees what operator new got from malloc.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+extern "C" {
+void* __libc_malloc(size_t size);
+void* __libc_calloc(size_t count, size_t size);
+void* __libc_realloc(void* p, size_t size);
+void* malloc(size_t size) {
+  Count();
+  return __libc_malloc(size);
+}
+void* calloc(size_t count, size_t size) {
+  Count();
+  return __libc_calloc(count, size);
+}
+void* realloc(void* p, size_t size) {
+  Count();
+  return __libc_realloc(p, size);
+}
+}
+
+void* operator new(size_t size) {
+  if (void* p = malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](size_t size) {
+  if (void* p = malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void* operator new(size_t size, const std::nothrow_t&) noexcept {
+  return malloc(size == 0 ? 1 : size);
+}
+void* operator new[](size_t size, const std::nothrow_t&) noexcept {
+  return malloc(size == 0 ? 1 : size);
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t) noexcept { std::free(p); }
+#endif
+
+namespace tether::transport {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Counts heap allocations made by this thread's code while alive.
+class AllocationCounter {
+ public:
+  AllocationCounter() {
+    g_allocations.store(0);
+    g_counting.store(true);
+  }
+  ~AllocationCounter() { g_counting.store(false); }
+  int64_t count() const { return g_allocations.load(); }
+};
+
+// An 8-byte aligned slot of `bytes` bytes, initially zero (like a fresh
+// shared-memory file).
+class Slot {
+ public:
+  explicit Slot(size_t bytes) : words_(bytes / 8) {}
+  std::span<std::byte> span() {
+    return std::as_writable_bytes(std::span(words_));
+  }
+  std::span<const std::byte> framed(uint64_t size) {
+    return span().first(size);
+  }
+  // Nulls the root pointer, so that Cap'n Proto's own clean-up of an
+  // overwritten root (initRoot zeroes the old tree) cannot hide stale words:
+  // only the builder's zeroing can clear them.
+  void ForgetRoot() {
+    std::memset(static_cast<void*>(&words_[1]), 0, sizeof(capnp::word));
+  }
+  bool TailIsZero(uint64_t framed_size) {
+    for (std::byte b : span().subspan(framed_size)) {
+      if (b != std::byte{0}) return false;
+    }
+    return true;
+  }
+
+ private:
+  std::vector<capnp::word> words_;
+};
+
+uint64_t MustFinish(SlotMessageBuilder& builder) {
+  FinishResult result = builder.Finish();
+  EXPECT_TRUE(result.ok()) << result.ErrorMessage();
+  return result.size;
+}
+
+void FillSample(Sample::Builder sample, int variant) {
+  sample.setStamp(1234567890123ull + variant);
+  sample.setLabel("joint_state");
+  auto values = sample.initValues(5);
+  for (uint32_t i = 0; i < 5; ++i) values.set(i, 0.5f * i + variant);
+  auto joints = sample.initJoints(3);
+  for (uint32_t i = 0; i < 3; ++i) {
+    joints[i].setName(std::string("joint") + std::to_string(i));
+    joints[i].setPosition(i * 1.25);
+    joints[i].setVelocity(-1.0 * i);
+  }
+  sample.initInner().setName("base");
+  sample.getInner().setPosition(3.5);
+  auto names = sample.initNames(2);
+  names.set(0, "left");
+  names.set(1, "right");
+  sample.initChild().setLabel("child");
+}
+
+void ExpectSample(Sample::Reader sample, int variant) {
+  EXPECT_EQ(sample.getStamp(), 1234567890123ull + variant);
+  EXPECT_EQ(sample.getLabel(), "joint_state");
+  ASSERT_EQ(sample.getValues().size(), 5u);
+  EXPECT_FLOAT_EQ(sample.getValues()[4], 2.0f + variant);
+  ASSERT_EQ(sample.getJoints().size(), 3u);
+  EXPECT_EQ(sample.getJoints()[2].getName(), "joint2");
+  EXPECT_DOUBLE_EQ(sample.getJoints()[2].getPosition(), 2.5);
+  EXPECT_DOUBLE_EQ(sample.getJoints()[1].getVelocity(), -1.0);
+  EXPECT_EQ(sample.getInner().getName(), "base");
+  EXPECT_DOUBLE_EQ(sample.getInner().getPosition(), 3.5);
+  ASSERT_EQ(sample.getNames().size(), 2u);
+  EXPECT_EQ(sample.getNames()[1], "right");
+  EXPECT_EQ(sample.getChild().getLabel(), "child");
+}
+
+// ---------------------------------------------------------------------------
+// Round trips.
+
+TEST(SlotMessageBuilder, RoundTripsScalars) {
+  Slot slot(256);
+  SlotMessageBuilder builder(slot.span(), "/test/scalars");
+  auto scalars = builder.initRoot<Scalars>();
+  scalars.setI64(-(int64_t{1} << 40));
+  scalars.setU8(200);
+  scalars.setF64(3.25);
+  scalars.setFlag(true);
+  const uint64_t size = MustFinish(builder);
+  // Table word + root pointer + a struct of 3 data words.
+  EXPECT_EQ(size, 8u + 8u + 24u);
+
+  SlotMessageReader reader(slot.framed(size));
+  ASSERT_TRUE(reader.ok()) << FramingStatusName(reader.status());
+  RootResult<Scalars> root = CheckedRoot<Scalars>(reader);
+  ASSERT_TRUE(root.ok());
+  EXPECT_EQ(root.root.getI64(), -(int64_t{1} << 40));
+  EXPECT_EQ(root.root.getU8(), 200);
+  EXPECT_DOUBLE_EQ(root.root.getF64(), 3.25);
+  EXPECT_TRUE(root.root.getFlag());
+  EXPECT_EQ(root.root.getI32(), -7);  // schema default survives
+}
+
+TEST(SlotMessageBuilder, RoundTripsTextListsAndNestedStructs) {
+  Slot slot(4096);
+  SlotMessageBuilder builder(slot.span(), "/test/sample");
+  FillSample(builder.initRoot<Sample>(), 0);
+  const uint64_t size = MustFinish(builder);
+  EXPECT_EQ(size % 8, 0u);
+  EXPECT_LT(size, 4096u);
+
+  auto reader = ReadSlotMessage(slot.framed(size));
+  RootResult<Sample> root = CheckedRoot<Sample>(reader);
+  ASSERT_TRUE(root.ok());
+  ExpectSample(root.root, 0);
+}
+
+TEST(SlotMessageBuilder, RoundTripsAOneMebibyteBlob) {
+  constexpr size_t kBlob = 1 << 20;
+  Slot slot(kBlob + 1024);
+  std::vector<uint8_t> blob(kBlob);
+  std::mt19937 rng(7);
+  for (uint8_t& b : blob) b = static_cast<uint8_t>(rng());
+
+  SlotMessageBuilder builder(slot.span(), "/test/blob");
+  auto sample = builder.initRoot<Sample>();
+  sample.setStamp(99);
+  sample.setBlob(kj::arrayPtr(blob.data(), blob.size()));
+  const uint64_t size = MustFinish(builder);
+  EXPECT_GE(size, kBlob);
+
+  SlotMessageReader reader(slot.framed(size));
+  RootResult<Sample> root = CheckedRoot<Sample>(reader);
+  ASSERT_TRUE(root.ok());
+  ASSERT_EQ(root.root.getBlob().size(), kBlob);
+  EXPECT_EQ(std::memcmp(root.root.getBlob().begin(), blob.data(), kBlob), 0);
+}
+
+TEST(SlotMessageBuilder, EmptyMessageFinishesWithANullRoot) {
+  Slot slot(64);
+  SlotMessageBuilder builder(slot.span(), "/test/empty");
+  const uint64_t size = MustFinish(builder);
+  EXPECT_EQ(size, 16u);
+  SlotMessageReader reader(slot.framed(size));
+  RootResult<Scalars> root = CheckedRoot<Scalars>(reader);
+  ASSERT_TRUE(root.ok());
+  EXPECT_EQ(root.root.getI32(), -7);
+}
+
+TEST(SlotMessageBuilder, SlotBytesAreStandardStreamFraming) {
+  Slot slot(4096);
+  SlotMessageBuilder builder(slot.span(), "/test/sample");
+  FillSample(builder.initRoot<Sample>(), 1);
+  const uint64_t size = MustFinish(builder);
+
+  // A plain FlatArrayMessageReader reads the slot's bytes as they are.
+  auto framed = slot.framed(size);
+  kj::ArrayPtr<const capnp::word> words(
+      reinterpret_cast<const capnp::word*>(framed.data()), size / 8);
+  capnp::FlatArrayMessageReader flat(words);
+  ExpectSample(flat.getRoot<Sample>(), 1);
+
+  // And they are byte for byte what Cap'n Proto's own serializer writes for
+  // the same message built in one segment.
+  capnp::MallocMessageBuilder reference(4096 / 8);
+  FillSample(reference.initRoot<Sample>(), 1);
+  kj::Array<capnp::word> expected = capnp::messageToFlatArray(reference);
+  ASSERT_EQ(expected.size() * 8, size);
+  EXPECT_EQ(std::memcmp(expected.begin(), framed.data(), size), 0);
+}
+
+// ---------------------------------------------------------------------------
+// Reuse and zeroing.
+
+TEST(SlotMessageBuilder, ReusedSlotStartsFromZeroAndKeepsTheTailZero) {
+  Slot slot(4096);
+  {
+    SlotMessageBuilder big(slot.span(), "/test/sample");
+    FillSample(big.initRoot<Sample>(), 2);
+    (void)MustFinish(big);
+  }
+  slot.ForgetRoot();
+  SlotMessageBuilder small(slot.span(), "/test/sample");
+  small.initRoot<Sample>().setStamp(5);
+  const uint64_t size = MustFinish(small);
+  EXPECT_TRUE(slot.TailIsZero(size));
+
+  SlotMessageReader reader(slot.framed(size));
+  RootResult<Sample> root = CheckedRoot<Sample>(reader);
+  ASSERT_TRUE(root.ok());
+  EXPECT_EQ(root.root.getStamp(), 5u);
+  EXPECT_FALSE(root.root.hasLabel());
+  EXPECT_FALSE(root.root.hasJoints());
+  EXPECT_FALSE(root.root.hasChild());
+}
+
+TEST(SlotMessageBuilder, AbandonedBuildMarksTheWholeSlotDirty) {
+  Slot slot(4096);
+  {
+    SlotMessageBuilder abandoned(slot.span(), "/test/sample");
+    FillSample(abandoned.initRoot<Sample>(), 3);
+    // No Finish(): like a publisher that gave up or died mid-build.
+  }
+  slot.ForgetRoot();
+  SlotMessageBuilder next(slot.span(), "/test/sample");
+  next.initRoot<Sample>().initInner().setName("x");
+  const uint64_t size = MustFinish(next);
+  EXPECT_TRUE(slot.TailIsZero(size));
+  SlotMessageReader reader(slot.framed(size));
+  RootResult<Sample> root = CheckedRoot<Sample>(reader);
+  ASSERT_TRUE(root.ok());
+  EXPECT_EQ(root.root.getInner().getName(), "x");
+  EXPECT_FALSE(root.root.hasLabel());
+  EXPECT_EQ(root.root.getStamp(), 0u);
+}
+
+TEST(SlotMessageBuilder, GarbageSlotIsZeroedWhenItsTableIsNotOurs) {
+  for (auto contents : {SlotMessageBuilder::SlotContents::kPreviousMessage,
+                        SlotMessageBuilder::SlotContents::kUnknown}) {
+    Slot slot(1024);
+    std::memset(slot.span().data(), 0xFF, slot.span().size());
+    SlotMessageBuilder builder(slot.span(), "/test/sample", contents);
+    builder.initRoot<Sample>().setLabel("ok");
+    const uint64_t size = MustFinish(builder);
+    EXPECT_TRUE(slot.TailIsZero(size));
+    SlotMessageReader reader(slot.framed(size));
+    RootResult<Sample> root = CheckedRoot<Sample>(reader);
+    ASSERT_TRUE(root.ok());
+    EXPECT_EQ(root.root.getLabel(), "ok");
+    EXPECT_FALSE(root.root.hasJoints());
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Overflow.
+
+TEST(SlotMessageBuilder, OverflowIsAnErrorNamingTheChannelAndTheSlotSize) {
+  Slot slot(64);
+  SlotMessageBuilder builder(slot.span(), "/robot/camera");
+  builder.initRoot<Sample>().setLabel(std::string(1000, 'x'));
+  EXPECT_TRUE(builder.overflowed());
+  FinishResult result = builder.Finish();
+  EXPECT_EQ(result.status, FramingStatus::kOverflow);
+  EXPECT_FALSE(result.ok());
+  EXPECT_GE(result.size, 1000u);
+  EXPECT_EQ(result.capacity, 64u);
+  EXPECT_THAT(result.ErrorMessage(), HasSubstr("/robot/camera"));
+  EXPECT_THAT(result.ErrorMessage(), HasSubstr("hold 64 bytes"));
+  EXPECT_THAT(result.ErrorMessage(), HasSubstr("maxSize"));
+}
+
+TEST(SlotMessageBuilder, HugeOverflowDoesNotAbortAndTheSlotStaysUsable) {
+  Slot slot(64);
+  {
+    SlotMessageBuilder builder(slot.span(), "/robot/camera");
+    auto sample = builder.initRoot<Sample>();
+    auto blob = sample.initBlob(64 << 20);  // far beyond the slot and spill
+    blob[blob.size() - 1] = 1;
+    sample.setLabel("after the blob");
+    FinishResult result = builder.Finish();
+    EXPECT_EQ(result.status, FramingStatus::kOverflow);
+    EXPECT_GE(result.size, uint64_t{64} << 20);
+  }
+  // The failed build left the slot marked dirty; the next one is clean.
+  SlotMessageBuilder builder(slot.span(), "/robot/camera");
+  builder.initRoot<Scalars>().setU8(9);
+  const uint64_t size = MustFinish(builder);
+  EXPECT_TRUE(slot.TailIsZero(size));
+  SlotMessageReader reader(slot.framed(size));
+  RootResult<Scalars> root = CheckedRoot<Scalars>(reader);
+  ASSERT_TRUE(root.ok());
+  EXPECT_EQ(root.root.getU8(), 9);
+  EXPECT_FALSE(root.root.getFlag());
+}
+
+TEST(SlotMessageBuilder, RootTooBigForTheSlotOverflows) {
+  Slot slot(16);  // room for the root pointer only
+  SlotMessageBuilder builder(slot.span(), "/test/tiny");
+  builder.initRoot<Scalars>().setU8(1);
+  EXPECT_EQ(builder.Finish().status, FramingStatus::kOverflow);
+}
+
+// ---------------------------------------------------------------------------
+// No heap on the build (and read) path.
+
+TEST(SlotMessageBuilder, WarmBuildAndReadDoNotAllocate) {
+  Slot slot(4096);
+  {
+    SlotMessageBuilder warm(slot.span(), "/test/sample");
+    FillSample(warm.initRoot<Sample>(), 0);
+    (void)MustFinish(warm);
+  }
+  const std::string names[3] = {"joint0", "joint1", "joint2"};
+  uint64_t size = 0;
+  int64_t build_allocations = -1;
+  {
+    AllocationCounter counter;
+    SlotMessageBuilder builder(slot.span(), "/test/sample");
+    auto sample = builder.initRoot<Sample>();
+    sample.setStamp(1234567890123ull);
+    sample.setLabel("joint_state");
+    auto values = sample.initValues(5);
+    for (uint32_t i = 0; i < 5; ++i) values.set(i, 0.5f * i);
+    auto joints = sample.initJoints(3);
+    for (uint32_t i = 0; i < 3; ++i) {
+      joints[i].setName(names[i]);
+      joints[i].setPosition(i * 1.25);
+    }
+    FinishResult result = builder.Finish();
+    size = result.size;
+    build_allocations = counter.count();
+    ASSERT_TRUE(result.ok());
+  }
+  EXPECT_EQ(build_allocations, 0);
+
+  int64_t read_allocations = -1;
+  {
+    AllocationCounter counter;
+    SlotMessageReader reader(slot.framed(size));
+    RootResult<Sample> root = CheckedRoot<Sample>(reader);
+    ASSERT_TRUE(root.ok());
+    EXPECT_EQ(root.root.getJoints()[2].getName(), "joint2");
+    read_allocations = counter.count();
+  }
+  EXPECT_EQ(read_allocations, 0);
+}
+
+TEST(SlotMessageBuilder, AllocationCounterSeesHeapBuilders) {
+  // The counter above must be able to fail: Cap'n Proto's heap builder
+  // (calloc) and a C++ new are both counted.
+  int64_t capnp_allocations = 0;
+  {
+    AllocationCounter counter;
+    capnp::MallocMessageBuilder heap;
+    heap.initRoot<Sample>().setLabel("x");
+    capnp_allocations = counter.count();
+  }
+  EXPECT_GT(capnp_allocations, 0);
+  int64_t new_allocations = 0;
+  {
+    AllocationCounter counter;
+    auto vector = std::make_unique<std::vector<int>>(100);
+    new_allocations = counter.count();
+  }
+  EXPECT_GE(new_allocations, 2);
+}
+
+// ---------------------------------------------------------------------------
+// CopyMessageIntoSlot.
+
+TEST(CopyMessageIntoSlot, CopiesFramedBytesAndKeepsTheTailZero) {
+  Slot source(4096);
+  SlotMessageBuilder builder(source.span(), "/test/sample");
+  FillSample(builder.initRoot<Sample>(), 4);
+  const uint64_t size = MustFinish(builder);
+
+  Slot slot(4096);
+  std::memset(slot.span().data(), 0xFF, slot.span().size());  // "dirty"
+  FinishResult copied =
+      CopyMessageIntoSlot(source.framed(size), slot.span(), "/test/sample");
+  ASSERT_TRUE(copied.ok()) << copied.ErrorMessage();
+  EXPECT_EQ(copied.size, size);
+  EXPECT_TRUE(slot.TailIsZero(size));
+  SlotMessageReader reader(slot.framed(size));
+  RootResult<Sample> root = CheckedRoot<Sample>(reader);
+  ASSERT_TRUE(root.ok());
+  ExpectSample(root.root, 4);
+
+  // Then a smaller message: the previous one's words are zeroed.
+  SlotMessageBuilder small_builder(source.span(), "/test/sample");
+  small_builder.initRoot<Scalars>().setU8(3);
+  const uint64_t small = MustFinish(small_builder);
+  ASSERT_TRUE(
+      CopyMessageIntoSlot(source.framed(small), slot.span(), "/test/sample")
+          .ok());
+  EXPECT_TRUE(slot.TailIsZero(small));
+}
+
+TEST(CopyMessageIntoSlot, RejectsOversizeAndBadFraming) {
+  Slot source(4096);
+  SlotMessageBuilder builder(source.span(), "/test/sample");
+  FillSample(builder.initRoot<Sample>(), 0);
+  const uint64_t size = MustFinish(builder);
+  Slot small(64);
+  FinishResult result =
+      CopyMessageIntoSlot(source.framed(size), small.span(), "/test/small");
+  EXPECT_EQ(result.status, FramingStatus::kOverflow);
+  EXPECT_THAT(result.ErrorMessage(), HasSubstr("/test/small"));
+  EXPECT_EQ(
+      CopyMessageIntoSlot(source.framed(size - 8), small.span(), "/x").status,
+      FramingStatus::kSizeMismatch);
+}
+
+// ---------------------------------------------------------------------------
+// Malformed input: errors, never crashes or out-of-bounds reads (run under
+// --config=asan too).
+
+std::vector<capnp::word> ValidSample(uint64_t* size) {
+  std::vector<capnp::word> words(512);
+  SlotMessageBuilder builder(std::as_writable_bytes(std::span(words)), "/t");
+  FillSample(builder.initRoot<Sample>(), 0);
+  FinishResult result = builder.Finish();
+  EXPECT_TRUE(result.ok());
+  *size = result.size;
+  words.resize(result.size / 8);
+  return words;
+}
+
+std::span<const std::byte> Bytes(const std::vector<capnp::word>& words,
+                                 size_t size) {
+  return std::as_bytes(std::span(words)).first(size);
+}
+
+void SetTable(std::vector<capnp::word>& words, uint32_t count_minus_one,
+              uint32_t size) {
+  const uint32_t table[2] = {count_minus_one, size};
+  std::memcpy(static_cast<void*>(words.data()), table, sizeof(table));
+}
+
+TEST(SlotMessageReader, RejectsMisalignedBytes) {
+  uint64_t size = 0;
+  std::vector<capnp::word> words = ValidSample(&size);
+  words.push_back({});
+  auto misaligned = std::as_bytes(std::span(words)).subspan(4, size);
+  SlotMessageReader reader(misaligned);
+  EXPECT_EQ(reader.status(), FramingStatus::kMisaligned);
+  EXPECT_EQ(CheckedRoot<Sample>(reader).status, FramingStatus::kMisaligned);
+}
+
+TEST(SlotMessageReader, RejectsTruncatedBytesAtEveryLength) {
+  uint64_t size = 0;
+  std::vector<capnp::word> words = ValidSample(&size);
+  for (size_t length = 0; length < size; ++length) {
+    SlotMessageReader reader(Bytes(words, length));
+    EXPECT_FALSE(reader.ok()) << length;
+    EXPECT_FALSE(CheckedRoot<Sample>(reader).ok()) << length;
+    const FramingStatus expected = length < 16 || length % 8 != 0
+                                       ? FramingStatus::kTruncated
+                                       : FramingStatus::kSizeMismatch;
+    EXPECT_EQ(reader.status(), expected) << length;
+  }
+}
+
+TEST(SlotMessageReader, RejectsTablesThatDisagreeWithTheBytes) {
+  uint64_t size = 0;
+  std::vector<capnp::word> words = ValidSample(&size);
+  const uint32_t n = static_cast<uint32_t>(size / 8 - 1);
+  struct Case {
+    uint32_t count_minus_one;
+    uint32_t words;
+    FramingStatus expected;
+  };
+  for (const Case& c : {Case{1, n, FramingStatus::kBadSegmentCount},
+                        Case{0xFFFFFFFF, n, FramingStatus::kBadSegmentCount},
+                        Case{0, 0xFFFFFFFF, FramingStatus::kSizeMismatch},
+                        Case{0, 1u << 29, FramingStatus::kSizeMismatch},
+                        Case{0, n + 1, FramingStatus::kSizeMismatch},
+                        Case{0, n - 1, FramingStatus::kSizeMismatch},
+                        Case{0, 0, FramingStatus::kSizeMismatch}}) {
+    std::vector<capnp::word> copy = words;
+    SetTable(copy, c.count_minus_one, c.words);
+    SlotMessageReader reader(Bytes(copy, size));
+    EXPECT_EQ(reader.status(), c.expected)
+        << c.count_minus_one << " " << c.words;
+    std::string why;
+    EXPECT_EQ(CheckedRoot<Sample>(reader, &why).status, c.expected);
+    EXPECT_EQ(why, FramingStatusName(c.expected));
+  }
+}
+
+TEST(SlotMessageReader, OutOfBoundsRootPointerIsMalformed) {
+  uint64_t size = 0;
+  std::vector<capnp::word> words = ValidSample(&size);
+  // Root struct pointer with offset 1000 words: far outside the segment.
+  const uint64_t pointer =
+      (uint64_t{1000} << 2) | (uint64_t{2} << 32) | (uint64_t{8} << 48);
+  std::memcpy(static_cast<void*>(&words[1]), &pointer, 8);
+  SlotMessageReader reader(Bytes(words, size));
+  ASSERT_TRUE(reader.ok());  // framing is fine; the content is not
+  std::string why;
+  RootResult<Sample> root = CheckedRoot<Sample>(reader, &why);
+  EXPECT_EQ(root.status, FramingStatus::kMalformed);
+  EXPECT_FALSE(why.empty());
+}
+
+TEST(SlotMessageReader, RandomBytesGiveErrorsNotCrashes) {
+  std::mt19937_64 rng(20261129);
+  int malformed = 0;
+  for (int round = 0; round < 3000; ++round) {
+    const size_t n = 1 + rng() % 64;
+    std::vector<capnp::word> words(1 + n);
+    for (auto& w : words) {
+      const uint64_t v = rng();
+      std::memcpy(static_cast<void*>(&w), &v, 8);
+    }
+    // Mostly a consistent table, so the content itself is exercised.
+    if (round % 4 != 0) SetTable(words, 0, static_cast<uint32_t>(n));
+    SlotMessageReader reader(Bytes(words, words.size() * 8));
+    const FramingStatus status =
+        VisitRoot<Sample>(reader, [](Sample::Reader s) {
+          // Touch everything a handler might.
+          (void)s.getStamp();
+          (void)s.getLabel().size();
+          for (auto j : s.getJoints()) (void)j.getName().size();
+          for (auto name : s.getNames()) (void)name.size();
+          (void)s.getBlob().size();
+          (void)s.getChild().getInner().getName().size();
+        });
+    EXPECT_NE(status, FramingStatus::kOverflow);
+    if (status == FramingStatus::kMalformed) ++malformed;
+  }
+  // Random pointers are almost never in bounds: the walk must see that.
+  EXPECT_GT(malformed, 1000);
+}
+
+TEST(SlotMessageReader, CorruptedValidMessagesGiveErrorsNotCrashes) {
+  uint64_t size = 0;
+  const std::vector<capnp::word> words = ValidSample(&size);
+  std::mt19937 rng(42);
+  for (int round = 0; round < 3000; ++round) {
+    std::vector<capnp::word> copy = words;
+    auto* bytes = reinterpret_cast<uint8_t*>(copy.data());
+    for (int flips = 1 + round % 4; flips > 0; --flips) {
+      // Keep the table intact; corrupt the content.
+      bytes[8 + rng() % (size - 8)] ^= static_cast<uint8_t>(1 + rng() % 255);
+    }
+    SlotMessageReader reader(Bytes(copy, size));
+    const FramingStatus status =
+        VisitRoot<Sample>(reader, [](Sample::Reader s) {
+          (void)s.getLabel().size();
+          for (auto j : s.getJoints()) (void)j.getName().size();
+          for (auto name : s.getNames()) (void)name.size();
+          (void)s.getChild().getLabel().size();
+        });
+    EXPECT_TRUE(status == FramingStatus::kOk ||
+                status == FramingStatus::kMalformed);
+  }
+}
+
+TEST(SlotMessageReader, WrongPointerKindIsCaughtByVisitRoot) {
+  Slot slot(256);
+  SlotMessageBuilder builder(slot.span(), "/test/struct_first");
+  builder.initRoot<StructFirst>().initInner().setName("not text");
+  const uint64_t size = MustFinish(builder);
+
+  SlotMessageReader reader(slot.framed(size));
+  // The whole-message walk passes: every pointer is in bounds.
+  ASSERT_TRUE(CheckedRoot<Sample>(reader).ok());
+  // Reading the struct pointer as Text fails, as an error.
+  std::string why;
+  const FramingStatus status = VisitRoot<Sample>(
+      reader, [](Sample::Reader s) { (void)s.getLabel(); }, &why);
+  EXPECT_EQ(status, FramingStatus::kMalformed);
+  EXPECT_THAT(why, HasSubstr("text"));
+}
+
+TEST(SlotMessageReader, NestingLimitIsApplied) {
+  Slot slot(64 * 1024);
+  SlotMessageBuilder builder(slot.span(), "/test/deep");
+  Sample::Builder node = builder.initRoot<Sample>();
+  for (int depth = 0; depth < 100; ++depth) node = node.initChild();
+  node.setStamp(7);
+  const uint64_t size = MustFinish(builder);
+
+  ReadOptions shallow;
+  shallow.nesting_limit = 64;
+  SlotMessageReader too_deep(slot.framed(size), shallow);
+  EXPECT_EQ(CheckedRoot<Sample>(too_deep).status, FramingStatus::kMalformed);
+
+  ReadOptions deep;
+  deep.nesting_limit = 128;
+  SlotMessageReader fine(slot.framed(size), deep);
+  EXPECT_EQ(CheckedRoot<Sample>(fine).status, FramingStatus::kOk);
+}
+
+TEST(SlotMessageReader, TraversalLimitCoversTheCallersReadsNotTheCheck) {
+  Slot slot(64 * 1024);
+  SlotMessageBuilder builder(slot.span(), "/test/list");
+  builder.initRoot<Sample>().initValues(4000);  // ~2000 words
+  const uint64_t size = MustFinish(builder);
+
+  ReadOptions options;
+  options.traversal_limit_words = 3000;
+  SlotMessageReader reader(slot.framed(size), options);
+  auto read_values = [](Sample::Reader s) { (void)s.getValues().size(); };
+  // The eager check does not eat the caller's budget: one full read fits...
+  EXPECT_EQ(VisitRoot<Sample>(reader, read_values), FramingStatus::kOk);
+  // ...but a second one (the check charged again + another read) does not.
+  EXPECT_EQ(VisitRoot<Sample>(reader, read_values), FramingStatus::kMalformed);
+}
+
+}  // namespace
+}  // namespace tether::transport

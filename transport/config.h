@@ -1,0 +1,109 @@
+// transport: loads a stack configuration (JSON decoded into config.capnp
+// structs, with includes merged), validates it, and derives each channel's
+// shm::QueueParams.
+#ifndef TETHER_TRANSPORT_CONFIG_H_
+#define TETHER_TRANSPORT_CONFIG_H_
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "capnp/message.h"
+#include "shm/queue_params.h"
+#include "transport/config.capnp.h"
+
+namespace tether::transport {
+
+// Message types a stack may name. Filled by the caller (later: from the
+// schema registry); a channel's `type` must be one of `names` (struct display
+// names such as "examples/demo.capnp:JointState") or, written as "0x..." hex,
+// one of `ids`.
+struct KnownTypes {
+  absl::flat_hash_set<std::string> names;
+  absl::flat_hash_set<uint64_t> ids;
+};
+
+// Where a channel or node was declared.
+struct ConfigOrigin {
+  std::string file;    // as resolved from the top file and include paths
+  uint32_t index = 0;  // position in that file's `channels` / `nodes`
+};
+
+// A loaded, validated stack: includes merged (the `includes` list of the
+// result is empty), every channel's queueDepth resolved (a power of two, also
+// when the file gave historySeconds), plus the warnings found. Immutable;
+// readers may be used from any thread. Movable, not copyable.
+class StackConfig {
+ public:
+  StackConfig(StackConfig&&) noexcept;
+  StackConfig& operator=(StackConfig&&) noexcept;
+  ~StackConfig();
+
+  config::Stack::Reader stack() const;
+  capnp::List<config::Channel>::Reader channels() const {
+    return stack().getChannels();
+  }
+  capnp::List<config::Node>::Reader nodes() const { return stack().getNodes(); }
+  // Where channels()[i] / nodes()[i] was declared.
+  const ConfigOrigin& channel_origin(size_t i) const {
+    return channel_origins_.at(i);
+  }
+  const ConfigOrigin& node_origin(size_t i) const {
+    return node_origins_.at(i);
+  }
+  // Problems that do not stop the stack from running (e.g. a node reads a
+  // channel no node writes), each "file:line: path: what".
+  const std::vector<std::string>& warnings() const { return warnings_; }
+
+  // Linear lookups by name. Do not allocate.
+  std::optional<config::Channel::Reader> FindChannel(
+      std::string_view name) const;
+  std::optional<config::Node::Reader> FindNode(std::string_view name) const;
+
+ private:
+  friend class StackConfigLoader;
+  StackConfig();
+
+  std::unique_ptr<capnp::MallocMessageBuilder> message_;
+  std::vector<ConfigOrigin> channel_origins_;
+  std::vector<ConfigOrigin> node_origins_;
+  std::vector<std::string> warnings_;
+};
+
+// Reads the stack file at `path` and the files it includes (recursively;
+// paths relative to the including file; a file included twice is read once),
+// checks every field against config.capnp (unknown or mistyped fields are
+// errors, unlike capnp::JsonCodec's default) and validates the merged stack.
+//
+// Errors: NotFound if `path` cannot be read; otherwise InvalidArgument whose
+// message lists every problem found (up to 25), one per line, each as
+// "file:line: field.path: what is wrong; what would be valid", e.g.
+//   stack.json:12: channels[2].queueDepth: 100 is not a power of two; use 128
+// Setup only: reads files, allocates, not RT-safe. Thread-safe (no shared
+// state).
+absl::StatusOr<StackConfig> LoadStackConfig(const std::filesystem::path& path,
+                                            const KnownTypes& types);
+
+// The queue depth a channel asks for: queueDepth if set, else
+// ceil(frequencyHz * historySeconds) rounded up to a power of two (>= 2).
+// InvalidArgument (naming the channel) if neither is usable or they
+// disagree. Any thread; allocates only for the error.
+absl::StatusOr<uint32_t> QueueDepthFor(config::Channel::Reader channel);
+
+// The shm queue shape of a channel: slot_size = maxSize rounded up to 8 bytes
+// (Cap'n Proto words), queue_depth = QueueDepthFor(channel), max_publishers
+// and max_pinned as configured; checked with shm::Validate. Channels from a
+// StackConfig always succeed. Any thread; allocates only for the error.
+absl::StatusOr<shm::QueueParams> QueueParamsFor(
+    config::Channel::Reader channel);
+
+}  // namespace tether::transport
+
+#endif  // TETHER_TRANSPORT_CONFIG_H_
