@@ -19,90 +19,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/transport/framing_test.capnp.h"
-
-// ---------------------------------------------------------------------------
-// Allocation counting for the whole test binary. Under ASan/TSan the
-// sanitizer's allocator reports every malloc/calloc/realloc/new through its
-// hook; otherwise malloc, calloc, realloc and operator new are replaced here
-// (forwarding to glibc).
-
-namespace {
-std::atomic<bool> g_counting{false};
-std::atomic<int64_t> g_allocations{0};
-void Count() {
-  if (g_counting.load(std::memory_order_relaxed)) {
-    g_allocations.fetch_add(1, std::memory_order_relaxed);
-  }
-}
-}  // namespace
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-// From <sanitizer/allocator_interface.h> (not shipped with Debian's g++).
-extern "C" int __sanitizer_install_malloc_and_free_hooks(
-    void (*malloc_hook)(const volatile void*, size_t),
-    void (*free_hook)(const volatile void*));
-namespace {
-void MallocHook(const volatile void*, size_t) { Count(); }
-void FreeHook(const volatile void*) {}
-[[maybe_unused]] const int kHooksInstalled =
-    __sanitizer_install_malloc_and_free_hooks(MallocHook, FreeHook);
-}  // namespace
-#else
-// operator delete below frees what operator new got from malloc.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-extern "C" {
-void* __libc_malloc(size_t size);
-void* __libc_calloc(size_t count, size_t size);
-void* __libc_realloc(void* p, size_t size);
-void* malloc(size_t size) {
-  Count();
-  return __libc_malloc(size);
-}
-void* calloc(size_t count, size_t size) {
-  Count();
-  return __libc_calloc(count, size);
-}
-void* realloc(void* p, size_t size) {
-  Count();
-  return __libc_realloc(p, size);
-}
-}
-
-void* operator new(size_t size) {
-  if (void* p = malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](size_t size) {
-  if (void* p = malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void* operator new(size_t size, const std::nothrow_t&) noexcept {
-  return malloc(size == 0 ? 1 : size);
-}
-void* operator new[](size_t size, const std::nothrow_t&) noexcept {
-  return malloc(size == 0 ? 1 : size);
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
-void operator delete[](void* p, size_t) noexcept { std::free(p); }
-#endif
+#include "tests/util/alloc_counter.h"
 
 namespace tether::transport {
 namespace {
 
 using ::testing::HasSubstr;
-
-// Counts heap allocations made by this thread's code while alive.
-class AllocationCounter {
- public:
-  AllocationCounter() {
-    g_allocations.store(0);
-    g_counting.store(true);
-  }
-  ~AllocationCounter() { g_counting.store(false); }
-  int64_t count() const { return g_allocations.load(); }
-};
 
 // An 8-byte aligned slot of `bytes` bytes, initially zero (like a fresh
 // shared-memory file).
@@ -392,7 +314,7 @@ TEST(SlotMessageBuilder, WarmBuildAndReadDoNotAllocate) {
   uint64_t size = 0;
   int64_t build_allocations = -1;
   {
-    AllocationCounter counter;
+    testing_util::AllocationCounter counter;
     SlotMessageBuilder builder(slot.span(), "/test/sample");
     auto sample = builder.initRoot<Sample>();
     sample.setStamp(1234567890123ull);
@@ -413,7 +335,7 @@ TEST(SlotMessageBuilder, WarmBuildAndReadDoNotAllocate) {
 
   int64_t read_allocations = -1;
   {
-    AllocationCounter counter;
+    testing_util::AllocationCounter counter;
     SlotMessageReader reader(slot.framed(size));
     RootResult<Sample> root = CheckedRoot<Sample>(reader);
     ASSERT_TRUE(root.ok());
@@ -428,7 +350,7 @@ TEST(SlotMessageBuilder, AllocationCounterSeesHeapBuilders) {
   // (calloc) and a C++ new are both counted.
   int64_t capnp_allocations = 0;
   {
-    AllocationCounter counter;
+    testing_util::AllocationCounter counter;
     capnp::MallocMessageBuilder heap;
     heap.initRoot<Sample>().setLabel("x");
     capnp_allocations = counter.count();
@@ -436,7 +358,7 @@ TEST(SlotMessageBuilder, AllocationCounterSeesHeapBuilders) {
   EXPECT_GT(capnp_allocations, 0);
   int64_t new_allocations = 0;
   {
-    AllocationCounter counter;
+    testing_util::AllocationCounter counter;
     auto vector = std::make_unique<std::vector<int>>(100);
     new_allocations = counter.count();
   }

@@ -1,0 +1,82 @@
+@0xe4c1a7d35b9f2c08;
+# The demo control stack's messages: a two-wheel base (plant) sampled by a
+# sensor node, estimated, controlled at 1 kHz and actuated.
+
+struct Vector3 {
+  x @0 :Float64;
+  y @1 :Float64;
+  z @2 :Float64;
+}
+
+struct ImuSample {
+  sampleTimeNs @0 :Int64;
+  angularVelocity @1 :Vector3;
+  linearAcceleration @2 :Vector3;
+  temperatureC @3 :Float32;
+}
+
+struct JointState {
+  sampleTimeNs @0 :Int64;
+  leftPositionRad @1 :Float64;
+  rightPositionRad @2 :Float64;
+  leftVelocityRadS @3 :Float64;
+  rightVelocityRadS @4 :Float64;
+  leftEffortNm @5 :Float64;
+  rightEffortNm @6 :Float64;
+}
+
+struct StateEstimate {
+  sampleTimeNs @0 :Int64;
+  x @1 :Float64;
+  y @2 :Float64;
+  heading @3 :Float64;
+  forwardVelocity @4 :Float64;
+  yawRate @5 :Float64;
+  covarianceTrace @6 :Float64;
+}
+
+# A control command of about twenty scalars: what a 1 kHz controller sends.
+struct JointCommand {
+  cycle @0 :UInt64;
+  sampleTimeNs @1 :Int64;
+  leftEffortNm @2 :Float64;
+  rightEffortNm @3 :Float64;
+  leftVelocityTarget @4 :Float64;
+  rightVelocityTarget @5 :Float64;
+  leftPositionTarget @6 :Float64;
+  rightPositionTarget @7 :Float64;
+  kp @8 :Float32;
+  ki @9 :Float32;
+  kd @10 :Float32;
+  feedForward @11 :Float32;
+  trackingErrorX @12 :Float64;
+  trackingErrorY @13 :Float64;
+  trackingErrorHeading @14 :Float64;
+  referenceX @15 :Float64;
+  referenceY @16 :Float64;
+  referenceHeading @17 :Float64;
+  saturated @18 :Bool;
+  enabled @19 :Bool;
+  mode @20 :Mode;
+
+  enum Mode {
+    idle @0;
+    velocity @1;
+    effort @2;
+    emergencyStop @3;
+  }
+}
+
+struct MonitorStatus {
+  timeNs @0 :Int64;
+  channels @1 :List(ChannelHealth);
+  note @2 :Text;
+
+  struct ChannelHealth {
+    name @0 :Text;
+    received @1 :UInt64;
+    missed @2 :UInt64;
+    latencyP50Us @3 :Float64;
+    latencyP99Us @4 :Float64;
+  }
+}

@@ -1,0 +1,356 @@
+// Typed and raw endpoints over shared-memory channels: round trips of several
+// message shapes, overflow, type mismatch, malformed bytes, the schema that
+// travels with a channel, JSON through the dynamic layer, channel listing,
+// and no allocation on the send and receive paths.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "capnp/message.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/shm/shm_test_util.h"
+#include "tests/transport/framing_test.capnp.h"
+#include "tests/util/alloc_counter.h"
+#include "transport/channel_handle.h"
+#include "transport/config.capnp.h"
+#include "transport/dynamic.h"
+#include "transport/raw_endpoints.h"
+#include "transport/schema_registry.h"
+#include "transport/typed_endpoints.h"
+
+namespace tether::transport {
+namespace {
+
+using ::testing::HasSubstr;
+
+class EndpointsTest : public ::testing::Test {
+ protected:
+  EndpointsTest() {
+    schemas_.Register<Scalars>();
+    schemas_.Register<Sample>();
+  }
+
+  // A channel entry as a validated stack config would have it.
+  std::unique_ptr<ChannelHandle> MakeChannel(const std::string& name,
+                                             const std::string& type,
+                                             uint32_t max_size,
+                                             uint32_t depth = 8) {
+    capnp::MallocMessageBuilder m;
+    auto c = m.initRoot<config::Channel>();
+    c.setName(name);
+    c.setType(type);
+    c.setMaxSize(max_size);
+    c.setQueueDepth(depth);
+    c.setMaxPublishers(2);
+    c.setMaxPinned(4);
+    auto h = ChannelHandle::Create(root_.options(), c.asReader(), schemas_);
+    EXPECT_TRUE(h.ok()) << h.status();
+    return h.ok() ? std::move(*h) : nullptr;
+  }
+
+  shm::testing::ScopedRoot root_;
+  SchemaRegistry schemas_;
+};
+
+constexpr char kScalars[] = "tests/transport/framing_test.capnp:Scalars";
+constexpr char kSample[] = "tests/transport/framing_test.capnp:Sample";
+
+TEST_F(EndpointsTest, TypedScalarsRoundTripWithContext) {
+  auto ch = MakeChannel("/s", kScalars, 128);
+  auto pub = Publisher<Scalars>::Create(ch.get());
+  auto sub = Subscriber<Scalars>::Create(ch.get());
+  ASSERT_TRUE(pub.ok() && sub.ok());
+  for (int i = 0; i < 3; ++i) {
+    Loan<Scalars> loan = (*pub)->MakeLoan();
+    ASSERT_TRUE(loan.valid());
+    loan.root().setI64(-1000 * i);
+    loan.root().setF64(0.5 * i);
+    loan.root().setFlag(i % 2);
+    PublishResult r = (*pub)->Send(std::move(loan));
+    ASSERT_EQ(r.status, PublishStatus::kOk);
+    EXPECT_EQ(r.queue_index, uint64_t(i));
+  }
+  Message<Scalars> m;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ((*sub)->Next(&m), ReceiveStatus::kOk);
+    EXPECT_EQ(m.root.getI64(), -1000 * i);
+    EXPECT_DOUBLE_EQ(m.root.getF64(), 0.5 * i);
+    EXPECT_EQ(m.root.getFlag(), i % 2 == 1);
+    EXPECT_EQ(m.root.getI32(), -7);  // schema default
+    EXPECT_EQ(m.context.queue_index, uint64_t(i));
+    EXPECT_EQ(m.context.missed, 0u);
+    EXPECT_GE(m.context.monotonic_receive_ns, m.context.monotonic_send_ns);
+    EXPECT_EQ(m.context.publisher_sequence, uint64_t(i));
+  }
+  EXPECT_EQ((*sub)->Next(&m), ReceiveStatus::kNothingNew);
+}
+
+TEST_F(EndpointsTest, NestedListsTextAndAOneMebibyteBlobRoundTrip) {
+  constexpr size_t kBlob = 1 << 20;
+  auto ch = MakeChannel("/big", kSample, kBlob + 4096, 2);
+  auto pub = Publisher<Sample>::Create(ch.get());
+  auto sub = Subscriber<Sample>::Create(ch.get());
+  ASSERT_TRUE(pub.ok() && sub.ok());
+  Loan<Sample> loan = (*pub)->MakeLoan();
+  auto s = loan.root();
+  s.setStamp(42);
+  s.setLabel("wheel base");
+  auto values = s.initValues(3);
+  values.set(0, 1.5f);
+  values.set(2, -2.5f);
+  auto joints = s.initJoints(2);
+  joints[1].setName("right");
+  joints[1].setVelocity(3.25);
+  s.initInner().setPosition(7.0);
+  auto blob = s.initBlob(kBlob);
+  for (size_t i = 0; i < kBlob; ++i) blob[i] = static_cast<uint8_t>(i * 31);
+  s.initChild().setLabel("child");
+  ASSERT_EQ((*pub)->Send(std::move(loan)).status, PublishStatus::kOk);
+
+  Message<Sample> m;
+  ASSERT_EQ((*sub)->Next(&m), ReceiveStatus::kOk);
+  EXPECT_EQ(m.root.getStamp(), 42u);
+  EXPECT_STREQ(m.root.getLabel().cStr(), "wheel base");
+  EXPECT_FLOAT_EQ(m.root.getValues()[2], -2.5f);
+  EXPECT_STREQ(m.root.getJoints()[1].getName().cStr(), "right");
+  EXPECT_DOUBLE_EQ(m.root.getJoints()[1].getVelocity(), 3.25);
+  EXPECT_DOUBLE_EQ(m.root.getInner().getPosition(), 7.0);
+  // Each get of a big blob counts against Cap'n Proto's traversal limit
+  // (its amplification guard): take it once.
+  capnp::Data::Reader got = m.root.getBlob();
+  ASSERT_EQ(got.size(), kBlob);
+  for (size_t i = 0; i < kBlob; i += 4099) {
+    ASSERT_EQ(got[i], static_cast<uint8_t>(i * 31));
+  }
+  EXPECT_STREQ(m.root.getChild().getLabel().cStr(), "child");
+  // In place: the root points into the shared-memory slot.
+  EXPECT_GT(reinterpret_cast<const std::byte*>(got.begin()), m.bytes.data());
+  EXPECT_LE(reinterpret_cast<const std::byte*>(got.end()),
+            m.bytes.data() + m.bytes.size());
+}
+
+TEST_F(EndpointsTest, AMessageThatOutgrowsTheSlotIsAnErrorNamingTheChannel) {
+  auto ch = MakeChannel("/small", kSample, 128);
+  auto pub = Publisher<Sample>::Create(ch.get());
+  auto sub = Subscriber<Sample>::Create(ch.get());
+  ASSERT_TRUE(pub.ok() && sub.ok());
+  Loan<Sample> loan = (*pub)->MakeLoan();
+  loan.root().initBlob(1000);
+  EXPECT_EQ((*pub)->Send(std::move(loan)).status, PublishStatus::kTooLarge);
+  std::string error = (*pub)->last_finish().ErrorMessage();
+  EXPECT_THAT(error, HasSubstr("/small"));
+  EXPECT_THAT(error, HasSubstr("128"));
+  Message<Sample> m;
+  EXPECT_EQ((*sub)->Next(&m), ReceiveStatus::kNothingNew);
+  // The publisher carries on.
+  Loan<Sample> ok = (*pub)->MakeLoan();
+  ok.root().setStamp(1);
+  EXPECT_EQ((*pub)->Send(std::move(ok)).status, PublishStatus::kOk);
+  ASSERT_EQ((*sub)->Next(&m), ReceiveStatus::kOk);
+  EXPECT_EQ(m.root.getStamp(), 1u);
+}
+
+TEST_F(EndpointsTest, ADroppedLoanIsAbandonedAndTheNextOneWorks) {
+  auto ch = MakeChannel("/drop", kScalars, 128);
+  auto pub = Publisher<Scalars>::Create(ch.get());
+  auto sub = Subscriber<Scalars>::Create(ch.get());
+  {
+    Loan<Scalars> loan = (*pub)->MakeLoan();
+    loan.root().setI64(99);
+  }
+  Loan<Scalars> loan = (*pub)->MakeLoan();
+  loan.root().setU8(5);
+  ASSERT_EQ((*pub)->Send(std::move(loan)).status, PublishStatus::kOk);
+  Message<Scalars> m;
+  ASSERT_EQ((*sub)->Next(&m), ReceiveStatus::kOk);
+  EXPECT_EQ(m.root.getU8(), 5);
+  EXPECT_EQ(m.root.getI64(), 0);  // the dropped build left nothing behind
+}
+
+TEST_F(EndpointsTest, WrongTypeFailsAtCreationWithBothTypeNames) {
+  auto ch = MakeChannel("/typed", kSample, 256);
+  auto pub = Publisher<Scalars>::Create(ch.get());
+  ASSERT_EQ(pub.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(pub.status().message(), HasSubstr("framing_test.capnp:Sample"));
+  EXPECT_THAT(pub.status().message(), HasSubstr("framing_test.capnp:Scalars"));
+  auto sub = Subscriber<Scalars>::Create(ch.get());
+  EXPECT_EQ(sub.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(EndpointsTest, ReopeningAChannelWithAnotherTypeIsRefused) {
+  auto ch = MakeChannel("/clash", kSample, 256);
+  capnp::MallocMessageBuilder m;
+  auto c = m.initRoot<config::Channel>();
+  c.setName("/clash");
+  c.setType(kScalars);
+  c.setMaxSize(256);
+  c.setQueueDepth(8);
+  c.setMaxPublishers(2);
+  c.setMaxPinned(4);
+  auto again = ChannelHandle::Create(root_.options(), c.asReader(), schemas_);
+  ASSERT_FALSE(again.ok());
+  EXPECT_THAT(again.status().message(), HasSubstr("different metadata"));
+}
+
+TEST_F(EndpointsTest, UnknownTypeInConfigSaysToRegisterIt) {
+  capnp::MallocMessageBuilder m;
+  auto c = m.initRoot<config::Channel>();
+  c.setName("/x");
+  c.setType("nowhere.capnp:Nothing");
+  c.setMaxSize(64);
+  c.setQueueDepth(8);
+  auto h = ChannelHandle::Create(root_.options(), c.asReader(), schemas_);
+  ASSERT_EQ(h.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(h.status().message(), HasSubstr("Register<T>"));
+}
+
+TEST_F(EndpointsTest, MalformedBytesAreReportedAndSkipped) {
+  auto ch = MakeChannel("/bad", kSample, 256);
+  auto raw = RawPublisher::Create(ch.get());
+  auto pub = Publisher<Sample>::Create(ch.get());
+  auto sub = Subscriber<Sample>::Create(ch.get());
+  ASSERT_TRUE(raw.ok() && pub.ok() && sub.ok());
+  // A valid one-segment table whose root points far outside the segment.
+  std::span<std::byte> loan = (*raw)->Loan();
+  uint64_t words[3] = {uint64_t{2} << 32, (uint64_t{0x7ffff} << 2) | 0, 0};
+  words[1] |= uint64_t{1} << 32;  // struct with 1 data word
+  std::memcpy(loan.data(), words, sizeof(words));
+  ASSERT_EQ((*raw)->Send(sizeof(words)).status, PublishStatus::kOk);
+  Loan<Sample> good = (*pub)->MakeLoan();
+  good.root().setStamp(7);
+  ASSERT_EQ((*pub)->Send(std::move(good)).status, PublishStatus::kOk);
+  Message<Sample> m;
+  EXPECT_EQ((*sub)->Next(&m), ReceiveStatus::kMalformed);
+  ASSERT_EQ((*sub)->Next(&m), ReceiveStatus::kOk);
+  EXPECT_EQ(m.root.getStamp(), 7u);
+  // Raw Publish checks the framing of what it is given.
+  std::vector<std::byte> junk(24, std::byte{0xff});
+  EXPECT_EQ((*raw)->Publish(junk).status, PublishStatus::kMalformed);
+}
+
+TEST_F(EndpointsTest, ToolsDecodeAChannelWithTheSchemaItCarries) {
+  auto ch = MakeChannel("/robot/sample", kSample, 512);
+  auto pub = Publisher<Sample>::Create(ch.get());
+  Loan<Sample> loan = (*pub)->MakeLoan();
+  loan.root().setStamp(1234);
+  loan.root().setLabel("hello");
+  loan.root().initJoints(1)[0].setName("left");
+  ASSERT_EQ((*pub)->Send(std::move(loan)).status, PublishStatus::kOk);
+
+  // A tool that has no compiled schemas: everything from the channel file.
+  auto opened = ChannelHandle::Open(root_.options(), "/robot/sample");
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ((*opened)->type_name(), kSample);
+  EXPECT_EQ((*opened)->max_size(), 512u);
+  SchemaRegistry tool_schemas;
+  ASSERT_TRUE(tool_schemas
+                  .AddCodeGeneratorRequest((*opened)->schema(),
+                                           (*opened)->type_id())
+                  .ok());
+  auto type = tool_schemas.Find((*opened)->type_id());
+  ASSERT_TRUE(type.has_value());
+  auto sub = RawSubscriber::Create(opened->get(), {.pin = true, .from_oldest = true});
+  ASSERT_TRUE(sub.ok());
+  RawMessage raw;
+  ASSERT_EQ((*sub)->Next(&raw), ReceiveStatus::kOk);
+  auto json = MessageToJson(*type, raw.bytes);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_THAT(*json, HasSubstr("\"stamp\":\"1234\""));
+  EXPECT_THAT(*json, HasSubstr("\"label\":\"hello\""));
+  EXPECT_THAT(*json, HasSubstr("\"name\":\"left\""));
+
+  // JSON -> message -> channel -> typed subscriber.
+  auto sub2 = Subscriber<Sample>::Create(ch.get());
+  auto words = JsonToMessage(*type, R"({"stamp": "77", "label": "from json",
+                                        "values": [1.5, 2.5]})");
+  ASSERT_TRUE(words.ok()) << words.status();
+  auto raw_pub = RawPublisher::Create(opened->get());
+  ASSERT_TRUE(raw_pub.ok());
+  std::span<const std::byte> framed(
+      reinterpret_cast<const std::byte*>(words->data()), words->size() * 8);
+  ASSERT_EQ((*raw_pub)->Publish(framed).status, PublishStatus::kOk);
+  Message<Sample> m;
+  ASSERT_EQ((*sub2)->Next(&m), ReceiveStatus::kOk);
+  EXPECT_EQ(m.root.getStamp(), 77u);
+  EXPECT_STREQ(m.root.getLabel().cStr(), "from json");
+  EXPECT_FLOAT_EQ(m.root.getValues()[1], 2.5f);
+
+  auto bad = JsonToMessage(*type, R"({"stamp": "not a number"})");
+  EXPECT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("Sample"));
+}
+
+TEST_F(EndpointsTest, ListShowsEveryChannelWithTypeShapeAndCounts) {
+  auto a = MakeChannel("/a", kScalars, 64, 16);
+  auto b = MakeChannel("/b/c", kSample, 1024, 4);
+  auto pub = Publisher<Scalars>::Create(a.get());
+  for (int i = 0; i < 5; ++i) {
+    Loan<Scalars> l = (*pub)->MakeLoan();
+    ASSERT_EQ((*pub)->Send(std::move(l)).status, PublishStatus::kOk);
+  }
+  auto sub = Subscriber<Sample>::Create(b.get());
+  // A stray file that is not a tether channel is listed with its error.
+  shm::ChannelOptions plain = root_.options();
+  ASSERT_TRUE(shm::Channel::OpenOrCreate(plain, "/stray",
+                                         {.slot_size = 8, .queue_depth = 2})
+                  .ok());
+  auto list = ListChannels(root_.options());
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_EQ(list->size(), 3u);
+  EXPECT_EQ((*list)[0].name, "/a");
+  EXPECT_EQ((*list)[0].type_name, kScalars);
+  EXPECT_EQ((*list)[0].params.queue_depth, 16u);
+  EXPECT_EQ((*list)[0].stats.next_queue_index, 5u);
+  EXPECT_EQ((*list)[0].stats.publishers, 1);
+  EXPECT_EQ((*list)[1].name, "/b/c");
+  EXPECT_EQ((*list)[1].max_size, 1024u);
+  EXPECT_EQ((*list)[1].stats.pinning_readers, 1);
+  EXPECT_EQ((*list)[2].name, "/stray");
+  EXPECT_THAT((*list)[2].error, HasSubstr("no valid tether channel info"));
+}
+
+TEST_F(EndpointsTest, SendAndReceiveDoNotAllocate) {
+  auto ch = MakeChannel("/rt", kSample, 1024);
+  auto pub = Publisher<Sample>::Create(ch.get());
+  auto sub = Subscriber<Sample>::Create(ch.get());
+  ASSERT_TRUE(pub.ok() && sub.ok());
+  auto build_and_send = [&](uint64_t i) {
+    Loan<Sample> loan = (*pub)->MakeLoan();
+    loan.root().setStamp(i);
+    loan.root().setLabel("steady state");
+    auto v = loan.root().initValues(16);
+    for (uint32_t k = 0; k < 16; ++k) v.set(k, k * 0.5f);
+    return (*pub)->Send(std::move(loan)).status;
+  };
+  // Warm up (first loans, first slot reuse).
+  for (uint64_t i = 0; i < 20; ++i) {
+    ASSERT_EQ(build_and_send(i), PublishStatus::kOk);
+    Message<Sample> m;
+    ASSERT_EQ((*sub)->Next(&m), ReceiveStatus::kOk);
+  }
+  int64_t allocations = 0;
+  double sum = 0;
+  {
+    testing_util::AllocationCounter counter;
+    for (uint64_t i = 20; i < 220; ++i) {
+      if (build_and_send(i) != PublishStatus::kOk) break;
+      Message<Sample> m;
+      if ((*sub)->Next(&m) != ReceiveStatus::kOk) break;
+      sum += m.root.getValues()[3] + m.root.getStamp();
+    }
+    allocations = counter.count();
+  }
+  EXPECT_EQ(allocations, 0);
+  EXPECT_GT(sum, 0);
+  // The counter does see allocations (so the zero above means something).
+  {
+    testing_util::AllocationCounter counter;
+    std::vector<int>* v = new std::vector<int>(10);
+    delete v;
+    EXPECT_GT(counter.count(), 0);
+  }
+}
+
+}  // namespace
+}  // namespace tether::transport

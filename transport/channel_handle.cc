@@ -1,0 +1,140 @@
+#include "transport/channel_handle.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "capnp/message.h"
+#include "capnp/serialize.h"
+#include "kj/exception.h"
+#include "transport/channel_info.capnp.h"
+#include "transport/config.h"
+
+namespace tether::transport {
+
+absl::StatusOr<std::unique_ptr<ChannelHandle>> ChannelHandle::Create(
+    const shm::ChannelOptions& options, config::Channel::Reader channel,
+    const SchemaRegistry& schemas) {
+  const std::string name = channel.getName().cStr();
+  const std::string type = channel.getType().cStr();
+  std::optional<capnp::StructSchema> schema = schemas.FindByName(type);
+  if (!schema.has_value() && type.rfind("0x", 0) == 0) {
+    schema = schemas.Find(std::strtoull(type.c_str(), nullptr, 16));
+  }
+  if (!schema.has_value()) {
+    return absl::NotFoundError(absl::StrCat(
+        "channel ", name, ": message type ", type,
+        " is not compiled into this program: register it with "
+        "SchemaRegistry::Register<T>()"));
+  }
+  absl::StatusOr<shm::QueueParams> params = QueueParamsFor(channel);
+  if (!params.ok()) return params.status();
+  const uint64_t type_id = schema->getProto().getId();
+  absl::StatusOr<std::vector<std::byte>> request =
+      schemas.CodeGeneratorRequestFor(type_id);
+  if (!request.ok()) return request.status();
+
+  capnp::MallocMessageBuilder message;
+  auto info = message.initRoot<wire::ChannelInfo>();
+  info.setName(name);
+  info.setTypeId(type_id);
+  info.setTypeName(schema->getProto().getDisplayName());
+  info.setMaxSize(channel.getMaxSize());
+  info.setFrequencyHz(channel.getFrequencyHz());
+  info.setSchema(kj::arrayPtr(reinterpret_cast<const kj::byte*>(request->data()),
+                              request->size()));
+  kj::Array<capnp::word> flat = capnp::messageToFlatArray(message);
+  std::span<const std::byte> metadata(
+      reinterpret_cast<const std::byte*>(flat.begin()),
+      flat.size() * sizeof(capnp::word));
+
+  shm::ChannelOptions opts = options;
+  const std::string mode = channel.getMode().cStr();
+  if (!mode.empty()) opts.mode = static_cast<mode_t>(std::strtoul(mode.c_str(), nullptr, 8));
+  absl::StatusOr<std::unique_ptr<shm::Channel>> shm =
+      shm::Channel::OpenOrCreate(opts, name, *params, metadata);
+  if (!shm.ok()) return shm.status();
+  return FromShm(std::move(*shm));
+}
+
+absl::StatusOr<std::unique_ptr<ChannelHandle>> ChannelHandle::Open(
+    const shm::ChannelOptions& options, const std::string& name) {
+  absl::StatusOr<std::unique_ptr<shm::Channel>> shm =
+      shm::Channel::Open(options, name);
+  if (!shm.ok()) return shm.status();
+  return FromShm(std::move(*shm));
+}
+
+absl::StatusOr<std::unique_ptr<ChannelHandle>> ChannelHandle::FromShm(
+    std::unique_ptr<shm::Channel> channel) {
+  std::unique_ptr<ChannelHandle> h(new ChannelHandle());
+  std::span<const std::byte> meta = channel->metadata();
+  const std::string path = channel->path();
+  auto bad = [&](const std::string& why) {
+    return absl::DataLossError(absl::StrCat(
+        "channel file ", path, " has no valid tether channel info (", why,
+        "): it was not made by tether's transport, or is corrupt; remove it "
+        "(tether clean)"));
+  };
+  if (meta.empty() || meta.size() % sizeof(capnp::word) != 0) {
+    return bad("metadata size");
+  }
+  // Metadata sits at a 64-byte offset in the mapping: aligned for capnp. It
+  // is shared memory, so everything is copied out and checked here.
+  try {
+    capnp::FlatArrayMessageReader reader(kj::arrayPtr(
+        reinterpret_cast<const capnp::word*>(meta.data()),
+        meta.size() / sizeof(capnp::word)));
+    auto info = reader.getRoot<wire::ChannelInfo>();
+    h->name_ = info.getName().cStr();
+    h->type_id_ = info.getTypeId();
+    h->type_name_ = info.getTypeName().cStr();
+    h->max_size_ = info.getMaxSize();
+    h->frequency_hz_ = info.getFrequencyHz();
+    capnp::Data::Reader schema = info.getSchema();
+    h->schema_words_.resize((schema.size() + 7) / 8);
+    std::memcpy(h->schema_words_.data(), schema.begin(), schema.size());
+    if (schema.size() % 8 != 0) return bad("schema size");
+  } catch (const kj::Exception& e) {
+    return bad(e.getDescription().cStr());
+  }
+  if (h->name_ != channel->name()) {
+    return bad(absl::StrCat("it names itself ", h->name_));
+  }
+  if (h->max_size_ > channel->params().slot_size) {
+    return bad("max size larger than its slots");
+  }
+  h->shm_ = std::move(channel);
+  return h;
+}
+
+std::span<const std::byte> ChannelHandle::schema() const {
+  return {reinterpret_cast<const std::byte*>(schema_words_.data()),
+          schema_words_.size() * sizeof(uint64_t)};
+}
+
+absl::StatusOr<std::vector<ChannelSummary>> ListChannels(
+    const shm::ChannelOptions& options) {
+  absl::StatusOr<std::vector<std::string>> names = shm::Channel::List(options);
+  if (!names.ok()) return names.status();
+  std::vector<ChannelSummary> out;
+  for (const std::string& name : *names) {
+    ChannelSummary s;
+    s.name = name;
+    absl::StatusOr<std::unique_ptr<ChannelHandle>> h =
+        ChannelHandle::Open(options, name);
+    if (!h.ok()) {
+      s.error = std::string(h.status().message());
+    } else {
+      s.type_name = (*h)->type_name();
+      s.type_id = (*h)->type_id();
+      s.max_size = (*h)->max_size();
+      s.frequency_hz = (*h)->frequency_hz();
+      s.params = (*h)->shm()->params();
+      s.stats = (*h)->shm()->Stats();
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace tether::transport

@@ -1,0 +1,34 @@
+// transport: messages as JSON and back, through a schema known only at run
+// time (compiled in, or read from a channel or a log). Serves `tether echo`,
+// `tether pub` and the tools; not for real-time paths (allocates).
+#ifndef TETHER_TRANSPORT_DYNAMIC_H_
+#define TETHER_TRANSPORT_DYNAMIC_H_
+
+#include <cstddef>
+#include <span>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "capnp/schema.h"
+
+namespace tether::transport {
+
+// Framed message bytes (as in a slot) -> one-line JSON object of `type`.
+// InvalidArgument with the reason if the bytes are not a valid message.
+// Int64/UInt64 fields print as JSON strings (Cap'n Proto's JSON convention),
+// Data fields as arrays of numbers.
+absl::StatusOr<std::string> MessageToJson(capnp::StructSchema type,
+                                          std::span<const std::byte> framed);
+
+// JSON text -> framed message of `type`, as 8-byte words (aligned, so it can
+// go straight to RawPublisher::Publish).
+// InvalidArgument naming the problem (bad JSON, unknown field, wrong value
+// type) so a CLI user can fix the command line.
+absl::StatusOr<std::vector<uint64_t>> JsonToMessage(capnp::StructSchema type,
+                                                    const std::string& json);
+
+}  // namespace tether::transport
+
+#endif  // TETHER_TRANSPORT_DYNAMIC_H_

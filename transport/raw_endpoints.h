@@ -1,0 +1,144 @@
+// transport: raw publish/subscribe endpoints — bytes plus message context —
+// over a ChannelHandle. The logger, replay, bridge and CLI use these; typed
+// endpoints (typed_endpoints.h) are built on them.
+#ifndef TETHER_TRANSPORT_RAW_ENDPOINTS_H_
+#define TETHER_TRANSPORT_RAW_ENDPOINTS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "absl/status/statusor.h"
+#include "shm/publisher.h"
+#include "shm/reader.h"
+#include "transport/channel_handle.h"
+
+namespace tether::transport {
+
+// Everything known about one received message besides its bytes.
+struct MessageContext {
+  int64_t monotonic_send_ns = 0;
+  int64_t realtime_send_ns = 0;
+  // When this reader got it (CLOCK_MONOTONIC).
+  int64_t monotonic_receive_ns = 0;
+  uint64_t queue_index = 0;        // the message's index in the channel
+  uint32_t publisher_pid = 0;
+  uint32_t publisher_index = 0;    // publisher registry slot
+  uint64_t publisher_sequence = 0; // n-th message of that publisher
+  // Messages lost before this one (overwritten before this reader got to
+  // them). Never lost silently: this is where loss shows up.
+  uint64_t missed = 0;
+};
+
+enum class [[nodiscard]] PublishStatus {
+  kOk,
+  kTooLarge,  // larger than the channel's max size; nothing sent
+  kNoLoan,    // no slot to build in; see shm::SendStatus::kNoLoan
+  kCorrupt,   // channel memory is corrupt; nothing sent
+  kMalformed, // (raw Publish of framed bytes) not a valid framed message
+};
+const char* ToString(PublishStatus status);
+
+// Send times; zero fields are stamped at commit. Log replay passes the
+// recorded ones.
+using SendTimes = shm::SendTimes;
+
+struct PublishResult {
+  PublishStatus status = PublishStatus::kOk;
+  uint64_t queue_index = 0;
+};
+
+// One publisher on a channel. Not copyable or movable; one thread at a time.
+class RawPublisher {
+ public:
+  // Registers a publisher (ResourceExhausted naming maxPublishers when the
+  // channel has as many as its config allows). Setup only.
+  static absl::StatusOr<std::unique_ptr<RawPublisher>> Create(
+      ChannelHandle* channel);
+
+  RawPublisher(const RawPublisher&) = delete;
+  RawPublisher& operator=(const RawPublisher&) = delete;
+
+  // The loaned slot to build the next message in (slot size bytes, 64-byte
+  // aligned); empty if none can be had now. RT-safe.
+  std::span<std::byte> Loan() { return publisher_->Loan(); }
+
+  // Commits the first `size` bytes of the loan. RT-safe: no allocation, no
+  // lock, at most one syscall (the wake, only when a reader sleeps).
+  PublishResult Send(size_t size, const SendTimes* times = nullptr);
+
+  // Copies already framed bytes (a log record, a bridged message) into the
+  // loan and sends them; checks the framing. RT-safe.
+  PublishResult Publish(std::span<const std::byte> framed,
+                        const SendTimes* times = nullptr);
+
+  ChannelHandle* channel() const { return channel_; }
+  uint64_t messages_sent() const { return publisher_->messages_sent(); }
+
+ private:
+  RawPublisher(ChannelHandle* channel, std::unique_ptr<shm::Publisher> p)
+      : channel_(channel), publisher_(std::move(p)) {}
+  ChannelHandle* const channel_;
+  const std::unique_ptr<shm::Publisher> publisher_;
+};
+
+enum class [[nodiscard]] ReceiveStatus {
+  kOk,
+  kNothingNew,
+  kCorrupt,    // channel memory is corrupt
+  kMalformed,  // (typed) the message's bytes are not a valid message; skipped
+};
+const char* ToString(ReceiveStatus status);
+
+struct RawMessage {
+  std::span<const std::byte> bytes;  // framed, in shared memory, in place
+  MessageContext context;
+};
+
+struct SubscriberOptions {
+  // Pin messages while read (in place, safe from reuse). Needs one of the
+  // channel's maxPinned entries. Unpinned subscribers must copy and check
+  // StillValid() — tools only.
+  bool pin = true;
+  // Start with the oldest message still in the channel instead of only new
+  // ones.
+  bool from_oldest = false;
+};
+
+// One subscriber cursor. Not copyable or movable; one thread at a time.
+class RawSubscriber {
+ public:
+  static absl::StatusOr<std::unique_ptr<RawSubscriber>> Create(
+      ChannelHandle* channel, const SubscriberOptions& options = {});
+
+  RawSubscriber(const RawSubscriber&) = delete;
+  RawSubscriber& operator=(const RawSubscriber&) = delete;
+
+  // The next message after the cursor, valid (pinned) until the next call
+  // or Release(). RT-safe: lock-free, no allocation, no syscall but the
+  // vDSO clock read.
+  ReceiveStatus Next(RawMessage* message);
+  // The newest message if newer than the cursor (what a fetcher wants).
+  ReceiveStatus Latest(RawMessage* message);
+  void Release() { reader_->Release(); }
+  // Unpinned subscribers: the message read is still intact.
+  bool StillValid(const RawMessage& message) const;
+
+  ChannelHandle* channel() const { return channel_; }
+  uint64_t total_missed() const { return reader_->total_missed(); }
+
+ private:
+  RawSubscriber(ChannelHandle* channel, std::unique_ptr<shm::Reader> r)
+      : channel_(channel), reader_(std::move(r)) {}
+  ReceiveStatus Fill(shm::ReadStatus status, const shm::MessageView& view,
+                     RawMessage* message);
+
+  ChannelHandle* const channel_;
+  const std::unique_ptr<shm::Reader> reader_;
+  shm::MessageView view_;
+};
+
+}  // namespace tether::transport
+
+#endif  // TETHER_TRANSPORT_RAW_ENDPOINTS_H_

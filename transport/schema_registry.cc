@@ -1,0 +1,130 @@
+#include "transport/schema_registry.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "capnp/message.h"
+#include "capnp/schema.capnp.h"
+#include "capnp/serialize.h"
+#include "kj/exception.h"
+
+namespace tether::transport {
+namespace {
+
+// Collects `type`'s node and those of every struct/enum it mentions.
+void Collect(capnp::Type type, std::set<uint64_t>* seen,
+             std::vector<capnp::Schema>* out) {
+  while (type.isList()) type = type.asList().getElementType();
+  if (type.isEnum()) {
+    capnp::EnumSchema e = type.asEnum();
+    if (seen->insert(e.getProto().getId()).second) out->push_back(e);
+    return;
+  }
+  if (!type.isStruct()) return;
+  capnp::StructSchema s = type.asStruct();
+  if (!seen->insert(s.getProto().getId()).second) return;
+  out->push_back(s);
+  for (capnp::StructSchema::Field f : s.getFields()) Collect(f.getType(), seen, out);
+}
+
+}  // namespace
+
+SchemaRegistry::~SchemaRegistry() noexcept = default;
+
+void SchemaRegistry::AddRoot(uint64_t id) {
+  if (std::find(roots_.begin(), roots_.end(), id) == roots_.end()) {
+    roots_.push_back(id);
+  }
+}
+
+absl::Status SchemaRegistry::AddCodeGeneratorRequest(
+    std::span<const std::byte> request, uint64_t root_type_id) {
+  if (request.size() % sizeof(capnp::word) != 0 ||
+      reinterpret_cast<uintptr_t>(request.data()) % alignof(capnp::word) != 0) {
+    return absl::InvalidArgumentError(
+        "schema blob is not a whole number of aligned 8-byte words");
+  }
+  try {
+    capnp::FlatArrayMessageReader reader(kj::arrayPtr(
+        reinterpret_cast<const capnp::word*>(request.data()),
+        request.size() / sizeof(capnp::word)));
+    auto req = reader.getRoot<capnp::schema::CodeGeneratorRequest>();
+    for (capnp::schema::Node::Reader node : req.getNodes()) {
+      loader_.loadOnce(node);
+    }
+  } catch (const kj::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "schema blob is not a valid CodeGeneratorRequest: ",
+        e.getDescription().cStr()));
+  }
+  if (!Find(root_type_id).has_value()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "schema blob does not describe struct type 0x%016x", root_type_id));
+  }
+  AddRoot(root_type_id);
+  return absl::OkStatus();
+}
+
+std::optional<capnp::StructSchema> SchemaRegistry::Find(uint64_t type_id) const {
+  KJ_IF_MAYBE(schema, loader_.tryGet(type_id)) {
+    if (schema->getProto().isStruct()) return schema->asStruct();
+  }
+  return std::nullopt;
+}
+
+std::optional<capnp::StructSchema> SchemaRegistry::FindByName(
+    const std::string& name) const {
+  for (capnp::Schema s : loader_.getAllLoaded()) {
+    if (s.getProto().isStruct() && name == s.getProto().getDisplayName().cStr()) {
+      return s.asStruct();
+    }
+  }
+  return std::nullopt;
+}
+
+std::string SchemaRegistry::NameOf(uint64_t type_id) const {
+  if (auto s = Find(type_id)) return s->getProto().getDisplayName().cStr();
+  return absl::StrFormat("0x%016x", type_id);
+}
+
+absl::StatusOr<std::vector<std::byte>> SchemaRegistry::CodeGeneratorRequestFor(
+    uint64_t type_id) const {
+  std::optional<capnp::StructSchema> root = Find(type_id);
+  if (!root.has_value()) {
+    return absl::NotFoundError(absl::StrFormat(
+        "no schema for type 0x%016x: register it (SchemaRegistry::Register<T>)",
+        type_id));
+  }
+  std::set<uint64_t> seen;
+  std::vector<capnp::Schema> nodes;
+  Collect(capnp::Type(*root), &seen, &nodes);
+  // Deterministic order: the root first, then by id.
+  std::sort(nodes.begin() + 1, nodes.end(),
+            [](capnp::Schema a, capnp::Schema b) {
+              return a.getProto().getId() < b.getProto().getId();
+            });
+  capnp::MallocMessageBuilder message;
+  auto req = message.initRoot<capnp::schema::CodeGeneratorRequest>();
+  auto list = req.initNodes(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    list.setWithCaveats(i, nodes[i].getProto());
+  }
+  kj::Array<capnp::word> flat = capnp::messageToFlatArray(message);
+  std::vector<std::byte> out(flat.size() * sizeof(capnp::word));
+  std::memcpy(out.data(), flat.begin(), out.size());
+  return out;
+}
+
+KnownTypes SchemaRegistry::known_types() const {
+  KnownTypes types;
+  for (uint64_t id : roots_) {
+    types.ids.insert(id);
+    types.names.insert(NameOf(id));
+  }
+  return types;
+}
+
+}  // namespace tether::transport

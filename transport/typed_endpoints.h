@@ -1,0 +1,212 @@
+// transport: typed endpoints — Publisher<T> and Subscriber<T> for a Cap'n
+// Proto struct T — over the raw ones. A message is built in place in the
+// loaned slot (never on the heap) and read in place, checked.
+//
+//   auto pub = Publisher<JointState>::Create(channel);       // setup
+//   Loan<JointState> loan = (*pub)->MakeLoan();               // RT-safe
+//   loan.root().setPosition(1.5);
+//   PublishResult r = (*pub)->Send(std::move(loan));          // RT-safe
+//
+//   auto sub = Subscriber<JointState>::Create(channel);
+//   Message<JointState> m;
+//   if ((*sub)->Next(&m) == ReceiveStatus::kOk) use(m.root, m.context);
+#ifndef TETHER_TRANSPORT_TYPED_ENDPOINTS_H_
+#define TETHER_TRANSPORT_TYPED_ENDPOINTS_H_
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "capnp/schema.h"
+#include "transport/channel_handle.h"
+#include "transport/framing.h"
+#include "transport/raw_endpoints.h"
+
+namespace tether::transport {
+
+// OK if `channel` carries T, else FailedPrecondition naming both types.
+template <typename T>
+absl::Status CheckChannelType(const ChannelHandle& channel) {
+  const uint64_t want = capnp::typeId<T>();
+  if (channel.type_id() == want) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "channel %s carries %s (0x%016x), not %s (0x%016x): use the channel's "
+      "type or another channel",
+      channel.name(), channel.type_name(), channel.type_id(),
+      capnp::Schema::from<T>().getProto().getDisplayName().cStr(), want));
+}
+
+template <typename T>
+class Publisher;
+
+// The message being built: move-only; at most one per publisher at a time.
+// Dropping it unsent abandons the build (the slot stays the loan).
+template <typename T>
+class Loan {
+ public:
+  Loan(Loan&& other) noexcept
+      : publisher_(std::exchange(other.publisher_, nullptr)),
+        root_(other.root_) {}
+  Loan& operator=(Loan&&) = delete;
+  Loan(const Loan&) = delete;
+  ~Loan();
+
+  // The root being built, in the slot. Valid until Send().
+  typename T::Builder root() { return root_; }
+  // False when no slot could be loaned (see PublishStatus::kNoLoan).
+  bool valid() const { return publisher_ != nullptr; }
+
+ private:
+  friend class Publisher<T>;
+  Loan(Publisher<T>* publisher, typename T::Builder root)
+      : publisher_(publisher), root_(root) {}
+  Publisher<T>* publisher_;
+  typename T::Builder root_;
+};
+
+// Not copyable or movable; one thread at a time.
+template <typename T>
+class Publisher {
+ public:
+  // FailedPrecondition if the channel carries another type; the raw
+  // publisher's errors otherwise. Setup only.
+  static absl::StatusOr<std::unique_ptr<Publisher>> Create(
+      ChannelHandle* channel) {
+    if (absl::Status s = CheckChannelType<T>(*channel); !s.ok()) return s;
+    absl::StatusOr<std::unique_ptr<RawPublisher>> raw =
+        RawPublisher::Create(channel);
+    if (!raw.ok()) return raw.status();
+    return std::unique_ptr<Publisher>(new Publisher(std::move(*raw)));
+  }
+
+  Publisher(const Publisher&) = delete;
+  Publisher& operator=(const Publisher&) = delete;
+
+  // Starts a message in the loaned slot. RT-safe: no allocation; zeroes the
+  // words the slot's previous message used. Aborts if a loan is already out
+  // (misuse: build one message at a time).
+  Loan<T> MakeLoan() {
+    if (builder_.has_value()) {
+      std::fprintf(stderr, "tether: Publisher<T>::MakeLoan on %s while a loan "
+                   "is out: send or drop it first\n",
+                   raw_->channel()->name().c_str());
+      std::abort();
+    }
+    std::span<std::byte> slot = raw_->Loan();
+    if (slot.empty()) return Loan<T>(nullptr, typename T::Builder(nullptr));
+    slot = slot.first(raw_->channel()->max_size() & ~size_t{7});
+    builder_.emplace(slot, raw_->channel()->name());
+    return Loan<T>(this, builder_->template initRoot<T>());
+  }
+
+  // Finishes and commits the loan's message. kTooLarge if it outgrew the
+  // slot (the build is dropped; last_error() says by how much). RT-safe for
+  // messages that fit.
+  PublishResult Send(Loan<T>&& loan, const SendTimes* times = nullptr) {
+    if (loan.publisher_ != this || !builder_.has_value()) {
+      return {PublishStatus::kNoLoan};
+    }
+    loan.publisher_ = nullptr;
+    FinishResult finished = builder_->Finish();
+    last_finish_ = finished;
+    builder_.reset();
+    if (!finished.ok()) return {PublishStatus::kTooLarge};
+    return raw_->Send(finished.size, times);
+  }
+
+  // The last Send()'s framing result: for an overflow, ErrorMessage() names
+  // the channel, its maxSize and the size needed.
+  const FinishResult& last_finish() const { return last_finish_; }
+  RawPublisher* raw() const { return raw_.get(); }
+
+ private:
+  friend class Loan<T>;
+  explicit Publisher(std::unique_ptr<RawPublisher> raw) : raw_(std::move(raw)) {}
+  void Abandon() { builder_.reset(); }
+
+  std::unique_ptr<RawPublisher> raw_;
+  std::optional<SlotMessageBuilder> builder_;
+  FinishResult last_finish_;
+};
+
+template <typename T>
+Loan<T>::~Loan() {
+  if (publisher_ != nullptr) publisher_->Abandon();
+}
+
+// A received message: the root read in place and its context. Valid until
+// the subscriber's next read or Release().
+template <typename T>
+struct Message {
+  typename T::Reader root;
+  MessageContext context;
+  std::span<const std::byte> bytes;
+};
+
+template <typename T>
+class Subscriber {
+ public:
+  static absl::StatusOr<std::unique_ptr<Subscriber>> Create(
+      ChannelHandle* channel, const SubscriberOptions& options = {}) {
+    if (absl::Status s = CheckChannelType<T>(*channel); !s.ok()) return s;
+    if (!options.pin) {
+      return absl::InvalidArgumentError(
+          "typed subscribers read in place and must pin (options.pin)");
+    }
+    absl::StatusOr<std::unique_ptr<RawSubscriber>> raw =
+        RawSubscriber::Create(channel, options);
+    if (!raw.ok()) return raw.status();
+    return std::unique_ptr<Subscriber>(new Subscriber(std::move(*raw)));
+  }
+
+  Subscriber(const Subscriber&) = delete;
+  Subscriber& operator=(const Subscriber&) = delete;
+
+  // The next message, checked (every pointer bounds-checked) and read in
+  // place. kMalformed: this message's bytes are invalid; it is skipped and
+  // the next call moves on. RT-safe for valid messages (O(message size)
+  // check, no allocation).
+  ReceiveStatus Next(Message<T>* out) { return Take(raw_->Next(&raw_msg_), out); }
+  // The newest message if newer than the cursor.
+  ReceiveStatus Latest(Message<T>* out) {
+    return Take(raw_->Latest(&raw_msg_), out);
+  }
+  void Release() {
+    reader_.reset();
+    raw_->Release();
+  }
+  RawSubscriber* raw() const { return raw_.get(); }
+
+ private:
+  explicit Subscriber(std::unique_ptr<RawSubscriber> raw) : raw_(std::move(raw)) {}
+
+  ReceiveStatus Take(ReceiveStatus status, Message<T>* out) {
+    reader_.reset();
+    if (status != ReceiveStatus::kOk) return status;
+    reader_.emplace(raw_msg_.bytes);
+    RootResult<T> root = CheckedRoot<T>(*reader_);
+    if (!root.ok()) {
+      reader_.reset();
+      raw_->Release();
+      return ReceiveStatus::kMalformed;
+    }
+    out->root = root.root;
+    out->context = raw_msg_.context;
+    out->bytes = raw_msg_.bytes;
+    return ReceiveStatus::kOk;
+  }
+
+  std::unique_ptr<RawSubscriber> raw_;
+  RawMessage raw_msg_;
+  std::optional<SlotMessageReader> reader_;
+};
+
+}  // namespace tether::transport
+
+#endif  // TETHER_TRANSPORT_TYPED_ENDPOINTS_H_
