@@ -291,7 +291,8 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Map(
     close_fd();
     return absl::DataLossError(absl::StrCat(
         "channel file ", path, " is ", file_size,
-        " bytes, too small to be a tether channel: remove it (tether clean)"));
+        " bytes, too small to be a tether channel: remove it (rm ", path,
+        ")"));
   }
   // Read the header through pread: nothing is trusted until checked.
   ChannelHeader h;
@@ -303,7 +304,8 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Map(
   if (h.magic != internal::kMagic) {
     close_fd();
     return absl::DataLossError(absl::StrCat(
-        path, " is not a tether channel (bad magic): remove it (tether clean)"));
+        path, " is not a tether channel (bad magic): remove it (rm ", path,
+        ")"));
   }
   if (h.layout_version != internal::kLayoutVersion ||
       h.header_size != sizeof(ChannelHeader)) {

@@ -7,6 +7,8 @@
 #include "tools/arg_parser.h"
 #include "tools/cli.h"
 #include "tools/doctor.h"
+#include "tools/list.h"
+#include "transport/channel_handle.h"
 
 namespace tether::tools {
 namespace {
@@ -33,6 +35,45 @@ int RunDoctor(const ParsedArgs& args, std::ostream& out, std::ostream&) {
   return AnyFailed(results) ? kExitFailure : kExitOk;
 }
 
+// Options every command that touches channels shares.
+void AddChannelOptions(ArgParser& parser) {
+  parser.AddOption("root", "DIR", "directory holding channel instances",
+                   "/dev/shm/tether");
+  parser.AddOption("instance", "NAME", "stack instance (a folder under root)",
+                   "default");
+}
+
+shm::ChannelOptions ChannelOptionsFrom(const ParsedArgs& args) {
+  shm::ChannelOptions options;
+  options.root = args.Option("root");
+  options.instance = args.Option("instance");
+  return options;
+}
+
+ArgParser ListParser() {
+  ArgParser parser(
+      "tether list",
+      "Lists the channels of a stack instance: message type, max size, queue\n"
+      "depth, rate, messages sent so far, registered publishers and pinning\n"
+      "readers, and the shared memory each takes. Opening a channel also\n"
+      "reclaims what dead processes left in it.");
+  AddChannelOptions(parser);
+  parser.AddFlag("json", "print one JSON object");
+  return parser;
+}
+
+int RunList(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<std::vector<transport::ChannelSummary>> channels =
+      transport::ListChannels(ChannelOptionsFrom(args));
+  if (!channels.ok()) {
+    err << "tether list: " << channels.status().message() << "\n";
+    return kExitFailure;
+  }
+  out << (args.Flag("json") ? FormatChannelJson(*channels)
+                            : FormatChannelTable(*channels));
+  return kExitOk;
+}
+
 // Every command of the CLI. Later commands (launch, list, echo, pub, stat,
 // record, replay, bench, clean, demo) add a row here.
 constexpr Command kCommands[] = {
@@ -40,6 +81,8 @@ constexpr Command kCommands[] = {
      "check this machine: io_uring, wake backend, RT kernel, limits, "
      "/dev/shm, CPUs",
      &DoctorParser, &RunDoctor},
+    {"list", "list the channels of a stack: type, size, traffic, endpoints",
+     &ListParser, &RunList},
 };
 
 }  // namespace

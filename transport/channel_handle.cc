@@ -73,7 +73,7 @@ absl::StatusOr<std::unique_ptr<ChannelHandle>> ChannelHandle::FromShm(
     return absl::DataLossError(absl::StrCat(
         "channel file ", path, " has no valid tether channel info (", why,
         "): it was not made by tether's transport, or is corrupt; remove it "
-        "(tether clean)"));
+        "(rm ", path, ")"));
   };
   if (meta.empty() || meta.size() % sizeof(capnp::word) != 0) {
     return bad("metadata size");
