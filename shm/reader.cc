@@ -164,6 +164,12 @@ ReadStatus Reader::Next(MessageView* view) {
   return ReadStatus::kCorrupt;
 }
 
+bool Reader::HasNext() const {
+  const uint64_t depth = channel_->params().queue_depth;
+  const uint64_t e = channel_->ring_entry(next_)->load(std::memory_order_acquire);
+  return internal::EntryTag(e) != internal::Tag(next_ - depth);
+}
+
 ReadStatus Reader::Latest(MessageView* view) {
   Release();
   internal::ChannelHeader* h = channel_->header();

@@ -75,6 +75,11 @@ class Reader {
   // Unpins the current view (no-op when unpinned). RT-safe.
   void Release();
 
+  // True if Next() would not return kNothingNew (a message, a loss or
+  // corruption is waiting). One atomic load; RT-safe. An event loop calls
+  // it in its sleep protocol to re-check before blocking.
+  bool HasNext() const;
+
   // For unpinned views: true if the slot still holds the message, so what
   // was read from view.data before this call is intact. RT-safe.
   bool StillValid(const MessageView& view) const;

@@ -47,19 +47,25 @@ const char* ToString(ReceiveStatus status) {
 }
 
 absl::StatusOr<std::unique_ptr<RawPublisher>> RawPublisher::Create(
-    ChannelHandle* channel) {
+    ChannelHandle* channel, EndpointHooks* hooks) {
   absl::StatusOr<std::unique_ptr<shm::Publisher>> p =
       shm::Publisher::Create(channel->shm());
   if (!p.ok()) return p.status();
   return std::unique_ptr<RawPublisher>(
-      new RawPublisher(channel, std::move(*p)));
+      new RawPublisher(channel, std::move(*p), hooks));
 }
 
 PublishResult RawPublisher::Send(size_t size, const SendTimes* times) {
   if (size > channel_->max_size()) return {PublishStatus::kTooLarge};
+  SendTimes stamped;
+  if (hooks_ != nullptr && times == nullptr) {
+    hooks_->StampSend(&stamped);
+    times = &stamped;
+  }
   shm::SendResult r = publisher_->Send(size, times);
   switch (r.status) {
     case shm::SendStatus::kOk:
+      if (hooks_ != nullptr) hooks_->AfterSend(channel_);
       return {PublishStatus::kOk, r.queue_index};
     case shm::SendStatus::kTooLarge:
       return {PublishStatus::kTooLarge};
@@ -83,7 +89,8 @@ PublishResult RawPublisher::Publish(std::span<const std::byte> framed,
 }
 
 absl::StatusOr<std::unique_ptr<RawSubscriber>> RawSubscriber::Create(
-    ChannelHandle* channel, const SubscriberOptions& options) {
+    ChannelHandle* channel, const SubscriberOptions& options,
+    EndpointHooks* hooks) {
   shm::ReaderOptions ro;
   ro.pin = options.pin;
   ro.start = options.from_oldest ? shm::ReaderOptions::Start::kOldest
@@ -92,7 +99,7 @@ absl::StatusOr<std::unique_ptr<RawSubscriber>> RawSubscriber::Create(
       shm::Reader::Create(channel->shm(), ro);
   if (!r.ok()) return r.status();
   return std::unique_ptr<RawSubscriber>(
-      new RawSubscriber(channel, std::move(*r)));
+      new RawSubscriber(channel, std::move(*r), hooks));
 }
 
 ReceiveStatus RawSubscriber::Fill(shm::ReadStatus status,
@@ -110,7 +117,8 @@ ReceiveStatus RawSubscriber::Fill(shm::ReadStatus status,
   MessageContext& c = message->context;
   c.monotonic_send_ns = static_cast<int64_t>(view.monotonic_send_ns);
   c.realtime_send_ns = static_cast<int64_t>(view.realtime_send_ns);
-  c.monotonic_receive_ns = MonotonicNs();
+  c.monotonic_receive_ns =
+      hooks_ != nullptr ? hooks_->MonotonicNowNs() : MonotonicNs();
   c.queue_index = view.queue_index;
   c.publisher_pid = view.publisher_pid;
   c.publisher_index = view.publisher_index;

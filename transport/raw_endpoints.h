@@ -49,13 +49,31 @@ struct PublishResult {
   uint64_t queue_index = 0;
 };
 
+// What an event loop hooks into the endpoints it hands out, so that send and
+// receive times follow the loop's clock (real or simulated) and a simulated
+// loop learns of each send. transport never depends on loop: the loop
+// implements this. Called on the endpoint's thread; must be RT-safe.
+class EndpointHooks {
+ public:
+  virtual ~EndpointHooks() = default;
+  // Fills the send times of the next send (fields left zero are stamped
+  // from the real clocks at commit).
+  virtual void StampSend(SendTimes* times) = 0;
+  // After a successful send on `channel`.
+  virtual void AfterSend(ChannelHandle* channel) = 0;
+  // The receive time stamped on messages (CLOCK_MONOTONIC or virtual).
+  virtual int64_t MonotonicNowNs() = 0;
+};
+
 // One publisher on a channel. Not copyable or movable; one thread at a time.
 class RawPublisher {
  public:
   // Registers a publisher (ResourceExhausted naming maxPublishers when the
   // channel has as many as its config allows). Setup only.
+  // `hooks` (may be null; must outlive the publisher) come from an event
+  // loop.
   static absl::StatusOr<std::unique_ptr<RawPublisher>> Create(
-      ChannelHandle* channel);
+      ChannelHandle* channel, EndpointHooks* hooks = nullptr);
 
   RawPublisher(const RawPublisher&) = delete;
   RawPublisher& operator=(const RawPublisher&) = delete;
@@ -77,10 +95,12 @@ class RawPublisher {
   uint64_t messages_sent() const { return publisher_->messages_sent(); }
 
  private:
-  RawPublisher(ChannelHandle* channel, std::unique_ptr<shm::Publisher> p)
-      : channel_(channel), publisher_(std::move(p)) {}
+  RawPublisher(ChannelHandle* channel, std::unique_ptr<shm::Publisher> p,
+               EndpointHooks* hooks)
+      : channel_(channel), publisher_(std::move(p)), hooks_(hooks) {}
   ChannelHandle* const channel_;
   const std::unique_ptr<shm::Publisher> publisher_;
+  EndpointHooks* const hooks_;
 };
 
 enum class [[nodiscard]] ReceiveStatus {
@@ -110,7 +130,8 @@ struct SubscriberOptions {
 class RawSubscriber {
  public:
   static absl::StatusOr<std::unique_ptr<RawSubscriber>> Create(
-      ChannelHandle* channel, const SubscriberOptions& options = {});
+      ChannelHandle* channel, const SubscriberOptions& options = {},
+      EndpointHooks* hooks = nullptr);
 
   RawSubscriber(const RawSubscriber&) = delete;
   RawSubscriber& operator=(const RawSubscriber&) = delete;
@@ -122,6 +143,8 @@ class RawSubscriber {
   // The newest message if newer than the cursor (what a fetcher wants).
   ReceiveStatus Latest(RawMessage* message);
   void Release() { reader_->Release(); }
+  // Next() has something (a message, a loss or corruption). RT-safe.
+  bool HasNext() const { return reader_->HasNext(); }
   // Unpinned subscribers: the message read is still intact.
   bool StillValid(const RawMessage& message) const;
 
@@ -129,13 +152,15 @@ class RawSubscriber {
   uint64_t total_missed() const { return reader_->total_missed(); }
 
  private:
-  RawSubscriber(ChannelHandle* channel, std::unique_ptr<shm::Reader> r)
-      : channel_(channel), reader_(std::move(r)) {}
+  RawSubscriber(ChannelHandle* channel, std::unique_ptr<shm::Reader> r,
+                EndpointHooks* hooks)
+      : channel_(channel), reader_(std::move(r)), hooks_(hooks) {}
   ReceiveStatus Fill(shm::ReadStatus status, const shm::MessageView& view,
                      RawMessage* message);
 
   ChannelHandle* const channel_;
   const std::unique_ptr<shm::Reader> reader_;
+  EndpointHooks* const hooks_;
   shm::MessageView view_;
 };
 

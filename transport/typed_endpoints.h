@@ -77,10 +77,10 @@ class Publisher {
   // FailedPrecondition if the channel carries another type; the raw
   // publisher's errors otherwise. Setup only.
   static absl::StatusOr<std::unique_ptr<Publisher>> Create(
-      ChannelHandle* channel) {
+      ChannelHandle* channel, EndpointHooks* hooks = nullptr) {
     if (absl::Status s = CheckChannelType<T>(*channel); !s.ok()) return s;
     absl::StatusOr<std::unique_ptr<RawPublisher>> raw =
-        RawPublisher::Create(channel);
+        RawPublisher::Create(channel, hooks);
     if (!raw.ok()) return raw.status();
     return std::unique_ptr<Publisher>(new Publisher(std::move(*raw)));
   }
@@ -153,14 +153,15 @@ template <typename T>
 class Subscriber {
  public:
   static absl::StatusOr<std::unique_ptr<Subscriber>> Create(
-      ChannelHandle* channel, const SubscriberOptions& options = {}) {
+      ChannelHandle* channel, const SubscriberOptions& options = {},
+      EndpointHooks* hooks = nullptr) {
     if (absl::Status s = CheckChannelType<T>(*channel); !s.ok()) return s;
     if (!options.pin) {
       return absl::InvalidArgumentError(
           "typed subscribers read in place and must pin (options.pin)");
     }
     absl::StatusOr<std::unique_ptr<RawSubscriber>> raw =
-        RawSubscriber::Create(channel, options);
+        RawSubscriber::Create(channel, options, hooks);
     if (!raw.ok()) return raw.status();
     return std::unique_ptr<Subscriber>(new Subscriber(std::move(*raw)));
   }

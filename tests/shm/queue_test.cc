@@ -62,11 +62,13 @@ TEST_F(QueueTest, ReaderGetsEachMessageInOrderWithItsContext) {
   auto pub = NewPublisher();
   auto reader = NewReader();
   MessageView v;
+  EXPECT_FALSE(reader->HasNext());
   EXPECT_EQ(reader->Next(&v), ReadStatus::kNothingNew);
   timespec before;
   ::clock_gettime(CLOCK_MONOTONIC, &before);
   for (uint64_t i = 0; i < 5; ++i) SendPattern(pub.get(), 7, i, 100 + i);
   for (uint64_t i = 0; i < 5; ++i) {
+    EXPECT_TRUE(reader->HasNext());
     ASSERT_EQ(reader->Next(&v), ReadStatus::kOk);
     PatternHeader h;
     ASSERT_TRUE(CheckPattern(v.data, &h));
@@ -81,6 +83,7 @@ TEST_F(QueueTest, ReaderGetsEachMessageInOrderWithItsContext) {
     EXPECT_GT(v.realtime_send_ns, 1'600'000'000'000'000'000u);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(v.data.data()) % 64, 0u);
   }
+  EXPECT_FALSE(reader->HasNext());
   EXPECT_EQ(reader->Next(&v), ReadStatus::kNothingNew);
 }
 
@@ -114,6 +117,7 @@ TEST_F(QueueTest, ReaderLearnsHowManyMessagesItMissed) {
   reader->Release();
   // 30 more: the ring keeps the newest 8 (25..32); 1..24 are lost.
   for (uint64_t i = 3; i < 33; ++i) SendPattern(pub.get(), 1, i);
+  EXPECT_TRUE(reader->HasNext());  // a loss is something to read too
   ASSERT_EQ(reader->Next(&v), ReadStatus::kOk);
   EXPECT_EQ(v.queue_index, 25u);
   EXPECT_EQ(v.missed, 24u);
