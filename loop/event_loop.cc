@@ -1,0 +1,198 @@
+#include "loop/event_loop.h"
+
+#include <time.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace tether::loop {
+namespace {
+
+// The latest grid point base + k*period at or before `now` (k >= 0), or
+// base. What a periodic event was due at when it runs at `now`.
+MonotonicTime LatestGridPoint(MonotonicTime base, Duration period,
+                              MonotonicTime now) {
+  if (period <= Duration::zero() || now <= base) return base;
+  return base + ((now - base) / period) * period;
+}
+
+}  // namespace
+
+EventLoop::EventLoop(std::string name, const transport::ChannelSet* channels,
+                     Dispatcher* dispatcher, const Clock* clock)
+    : name_(std::move(name)),
+      channels_(channels),
+      dispatcher_(dispatcher),
+      clock_(clock) {}
+
+EventLoop::~EventLoop() = default;
+
+absl::StatusOr<std::unique_ptr<RawSender>> EventLoop::MakeRawSender(
+    const std::string& channel) {
+  absl::StatusOr<transport::ChannelHandle*> c = channels_->Find(channel);
+  if (!c.ok()) return c.status();
+  return transport::RawPublisher::Create(*c, this);
+}
+
+absl::StatusOr<std::unique_ptr<RawFetcher>> EventLoop::MakeRawFetcher(
+    const std::string& channel) {
+  absl::StatusOr<transport::ChannelHandle*> c = channels_->Find(channel);
+  if (!c.ok()) return c.status();
+  return transport::RawSubscriber::Create(*c, {}, this);
+}
+
+absl::Status EventLoop::MakeRawWatcher(
+    const std::string& channel,
+    absl::AnyInvocable<void(const RawMessage&)> fn) {
+  absl::StatusOr<transport::ChannelHandle*> c = channels_->Find(channel);
+  if (!c.ok()) return c.status();
+  return AddWatcher(*c, [fn = std::move(fn)](const RawMessage& m,
+                                             WatcherStats&) mutable { fn(m); });
+}
+
+absl::Status EventLoop::AddWatcher(
+    transport::ChannelHandle* channel,
+    absl::AnyInvocable<void(const RawMessage&, WatcherStats&)> fn) {
+  auto w = std::make_unique<Watcher>();
+  w->channel = channel;
+  absl::StatusOr<std::unique_ptr<RawFetcher>> sub =
+      transport::RawSubscriber::Create(channel, {}, this);
+  if (!sub.ok()) {
+    return absl::Status(sub.status().code(),
+                        absl::StrCat("watcher on ", channel->name(), " in ",
+                                     name_, ": ", sub.status().message()));
+  }
+  w->subscriber = std::move(*sub);
+  w->fn = std::move(fn);
+  if (absl::Status s = WatcherAdded(*w); !s.ok()) return s;
+  watchers_.push_back(std::move(w));
+  return absl::OkStatus();
+}
+
+WatcherStats EventLoop::watcher_stats(size_t i) const {
+  return i < watchers_.size() ? watchers_[i]->stats : WatcherStats{};
+}
+
+void EventLoop::RunWatcherCallback(Watcher& w) {
+  const MessageContext& c = w.pending.context;
+  ++w.stats.received;
+  w.stats.missed += c.missed;
+  context_ = {EventContext::Type::kWatcher,
+              FromMonotonicNs(static_cast<uint64_t>(c.monotonic_send_ns)), &c};
+  w.fn(w.pending, w.stats);
+  context_ = {};
+  w.has_pending = false;
+  w.subscriber->Release();
+}
+
+bool EventLoop::DeliverOne(Watcher& w) {
+  if (!w.has_pending) {
+    transport::ReceiveStatus s = w.subscriber->Next(&w.pending);
+    if (s != transport::ReceiveStatus::kOk) return false;
+    w.has_pending = true;
+  }
+  RunWatcherCallback(w);
+  return true;
+}
+
+int EventLoop::DeliverAllInOrder() {
+  int delivered = 0;
+  for (;;) {
+    // Each watcher's next message, pinned; run the oldest, refill, repeat.
+    Watcher* oldest = nullptr;
+    for (const std::unique_ptr<Watcher>& w : watchers_) {
+      if (!w->has_pending) {
+        if (!w->subscriber->HasNext()) continue;
+        if (w->subscriber->Next(&w->pending) != transport::ReceiveStatus::kOk) {
+          continue;
+        }
+        w->has_pending = true;
+      }
+      if (oldest == nullptr || w->pending.context.monotonic_send_ns <
+                                   oldest->pending.context.monotonic_send_ns) {
+        oldest = w.get();
+      }
+    }
+    if (oldest == nullptr) return delivered;
+    RunWatcherCallback(*oldest);
+    ++delivered;
+  }
+}
+
+void EventLoop::RunOnRunCallbacks() {
+  for (auto& fn : on_run_) {
+    context_ = {EventContext::Type::kOnRun, clock_->Now(), nullptr};
+    fn();
+  }
+  context_ = {};
+  on_run_.clear();
+}
+
+void EventLoop::StampSend(transport::SendTimes* times) {
+  times->monotonic_ns = ToMonotonicNs(clock_->Now());
+  times->realtime_ns = static_cast<uint64_t>(realtime_now_ns());
+}
+
+TimerHandle* EventLoop::AddTimer(absl::AnyInvocable<void()> fn) {
+  timers_.push_back(std::unique_ptr<TimerHandle>(new TimerHandle(this)));
+  TimerHandle* h = timers_.back().get();
+  h->id_ = dispatcher_->AddTimer([this, h, fn = std::move(fn)]() mutable {
+    context_ = {EventContext::Type::kTimer,
+                LatestGridPoint(h->base_, h->period_, clock_->Now()), nullptr};
+    fn();
+    context_ = {};
+  });
+  return h;
+}
+
+PhasedLoopHandle* EventLoop::AddPhasedLoop(
+    absl::AnyInvocable<void(int cycles)> fn, Duration period, Duration offset) {
+  phased_loops_.push_back(
+      std::unique_ptr<PhasedLoopHandle>(new PhasedLoopHandle(this)));
+  PhasedLoopHandle* h = phased_loops_.back().get();
+  h->period_ = period;
+  h->offset_ = offset;
+  h->id_ = dispatcher_->AddPhasedLoop(
+      [this, h, fn = std::move(fn)](int cycles) mutable {
+        context_ = {EventContext::Type::kPhasedLoop,
+                    LatestGridPoint(MonotonicTime() + h->offset_ % h->period_,
+                                    h->period_, clock_->Now()),
+                    nullptr};
+        fn(cycles);
+        context_ = {};
+      },
+      period, offset);
+  return h;
+}
+
+void EventLoop::OnRun(absl::AnyInvocable<void()> fn) {
+  on_run_.push_back(std::move(fn));
+}
+
+void TimerHandle::Schedule(MonotonicTime base, Duration period) {
+  base_ = base;
+  period_ = period;
+  loop_->dispatcher_->ScheduleTimer(id_, base, period);
+}
+
+void TimerHandle::Disable() { loop_->dispatcher_->DisableTimer(id_); }
+
+RunStats TimerHandle::stats() const {
+  return loop_->dispatcher_->timer_stats(id_);
+}
+
+void PhasedLoopHandle::Reset(Duration period, Duration offset) {
+  period_ = period;
+  offset_ = offset;
+  loop_->dispatcher_->ResetPhasedLoop(id_, period, offset);
+}
+
+void PhasedLoopHandle::Disable() { loop_->dispatcher_->DisablePhasedLoop(id_); }
+void PhasedLoopHandle::Enable() { loop_->dispatcher_->EnablePhasedLoop(id_); }
+
+RunStats PhasedLoopHandle::stats() const {
+  return loop_->dispatcher_->phased_loop_stats(id_);
+}
+
+}  // namespace tether::loop

@@ -1,0 +1,96 @@
+#include "loop/signals.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace tether::loop {
+namespace {
+
+// The one process-wide state a signal handler can reach.
+std::atomic<int> g_fd{-1};
+std::atomic<int> g_received{0};
+std::atomic<bool> g_second_kills{true};
+std::atomic<bool> g_installed{false};
+
+static_assert(std::atomic<int>::is_always_lock_free);
+
+void OnStopSignal(int sig) {
+  const int saved_errno = errno;
+  int expected = 0;
+  if (!g_received.compare_exchange_strong(expected, sig)) {
+    if (g_second_kills.load()) {
+      ::signal(sig, SIG_DFL);
+      ::raise(sig);
+    }
+    errno = saved_errno;
+    return;
+  }
+  const uint64_t one = 1;
+  const int fd = g_fd.load();
+  if (fd >= 0) (void)!::write(fd, &one, sizeof(one));
+  errno = saved_errno;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<StopSignals>> StopSignals::Install(
+    const StopSignalOptions& options) {
+  bool expected = false;
+  if (!g_installed.compare_exchange_strong(expected, true)) {
+    return absl::FailedPreconditionError(
+        "StopSignals is already installed in this process (one at a time: "
+        "main() installs it and hands fd() to every loop)");
+  }
+  const int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (fd < 0) {
+    g_installed.store(false);
+    return absl::ResourceExhaustedError(
+        absl::StrCat("eventfd for stop signals: ", std::strerror(errno)));
+  }
+  g_received.store(0);
+  g_second_kills.store(options.second_signal_kills);
+  g_fd.store(fd);
+  std::vector<struct sigaction> previous;
+  for (int sig : options.signals) {
+    struct sigaction action;
+    std::memset(&action, 0, sizeof(action));
+    action.sa_handler = &OnStopSignal;
+    action.sa_flags = SA_RESTART;
+    sigemptyset(&action.sa_mask);
+    struct sigaction old;
+    if (::sigaction(sig, &action, &old) != 0) {
+      const int err = errno;
+      for (size_t i = 0; i < previous.size(); ++i) {
+        ::sigaction(options.signals[i], &previous[i], nullptr);
+      }
+      g_fd.store(-1);
+      ::close(fd);
+      g_installed.store(false);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot handle signal ", sig, ": ", std::strerror(err)));
+    }
+    previous.push_back(old);
+  }
+  return std::unique_ptr<StopSignals>(
+      new StopSignals(fd, options.signals, std::move(previous)));
+}
+
+StopSignals::~StopSignals() {
+  for (size_t i = 0; i < signals_.size(); ++i) {
+    ::sigaction(signals_[i], &previous_[i], nullptr);
+  }
+  g_fd.store(-1);
+  ::close(fd_);
+  g_installed.store(false);
+}
+
+int StopSignals::received() const { return g_received.load(); }
+
+}  // namespace tether::loop

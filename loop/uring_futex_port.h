@@ -1,0 +1,126 @@
+// loop: the default wake port (Linux >= 6.7). One io_uring ring per loop;
+// one one-shot IORING_OP_FUTEX_WAIT per watched word, kept armed while the
+// loop is busy and re-armed (with a value loaded inside the sleep protocol,
+// wake_port.h) in the same io_uring_enter that sleeps: one syscall per sleep.
+//
+// Ring: SINGLE_ISSUER | DEFER_TASKRUN, falling back to SINGLE_ISSUER, then
+// COOP_TASKRUN, then no flags when the kernel refuses one (-EINVAL); always
+// created R_DISABLED and enabled by the first Wait(), because SINGLE_ISSUER
+// binds the ring to the enabling thread and the registered ring fd
+// (IORING_REGISTER_RING_FDS, registered then) lives in that thread's table.
+// So a port may be built on any thread, and the loop thread binds it.
+//
+// Wake(): an eventfd with an IORING_OP_READ kept armed in the ring. Chosen
+// over IORING_OP_MSG_RING because MSG_RING needs a ring in the *waking*
+// thread (or, without one, Linux 6.13+): Wake() must work from any thread
+// and from a signal handler, and write(2) to an eventfd does. Wakes coalesce
+// and cost no syscall while the loop is not blocked (wake_port.h).
+//
+// Deadlines (DeadlineTimer): kRingWait passes the timeout to io_uring_enter
+// (IORING_ENTER_EXT_ARG): one syscall, but a soft hrtimer on PREEMPT_RT.
+// kHard sleeps in ppoll(2), whose timeout is a hard hrtimer for RT tasks, on
+// an eventfd registered with the ring (the kernel signals it when a futex
+// completion is queued, also as DEFER_TASKRUN task work), the Wake() eventfd
+// and the watched fds themselves; the ring then holds only the futex waits.
+// Polling the ring fd does not work with DEFER_TASKRUN, and completions that
+// an eventfd write triggers (Wake(), a stop-signal fd) do not signal the
+// registered eventfd promptly (eventfd recursion guard): both checked on
+// 6.18, hence fds are polled directly. Costs 3-4 syscalls per sleep.
+//
+// kUringPersistent (extension point, not implemented): a kernel wait that
+// stays armed across wakes would post completions flagged IORING_CQE_F_MORE.
+// The reaper here already leaves a slot armed when a completion carries
+// F_MORE, so that backend is this class with a different SQE preparer and
+// arm-once semantics. Open question of that (unmerged) UAPI: which value the
+// kernel compares after each wake. The protocol is safe with any value as
+// long as the wait stays queued (stale values only cost spurious wakes).
+//
+// Thread-safety: see WakePort (loop thread, Wake() from anywhere).
+#ifndef TETHER_LOOP_URING_FUTEX_PORT_H_
+#define TETHER_LOOP_URING_FUTEX_PORT_H_
+
+#include <liburing.h>
+#include <poll.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "loop/wake_port.h"
+
+namespace tether::loop {
+
+class UringFutexPort final : public internal::PortBase {
+ public:
+  // Builds the (disabled) ring and its eventfds. `hard_deadlines` selects
+  // the kHard path (the factory resolves kAuto). `reason` (why this backend)
+  // goes into description(). Errors name the failing call and errno.
+  // Any thread; not RT-safe (allocates, syscalls).
+  static absl::StatusOr<std::unique_ptr<UringFutexPort>> Create(
+      const WakePortOptions& options, bool hard_deadlines,
+      const std::string& reason);
+
+  // Cancels every request and closes the ring. Destroy it on the loop
+  // thread (or after that thread exited): the registered ring fd lives in
+  // the loop thread's table and keeps the ring open until that thread ends.
+  ~UringFutexPort() override;
+
+  WakeBackend backend() const override { return WakeBackend::kUringFutex; }
+  absl::Status Watch(const std::atomic<uint32_t>* word,
+                     uint64_t cookie) override;
+  absl::Status WatchFd(int fd, uint64_t cookie) override;
+  void Unwatch(uint64_t cookie) override;
+  WaitResult Wait(std::optional<MonotonicTime> deadline, SleepHooks& hooks,
+                  absl::FunctionRef<void(uint64_t)> on_ready) override;
+
+  // The IORING_SETUP_* flags the ring was created with (R_DISABLED
+  // included). Any thread.
+  unsigned setup_flags() const { return setup_flags_; }
+  // Whether the ring fd is registered (known after the first Wait()).
+  // Loop thread.
+  bool ring_fd_registered() const { return ring_fd_registered_; }
+  bool hard_deadlines() const { return hard_; }
+
+ private:
+  enum class Op : uint8_t { kFutexWait = 1, kPoll = 2, kWakeRead = 3, kCancel = 4 };
+  struct Ready {
+    int slot;
+    uint32_t generation;
+  };
+
+  UringFutexPort(const WakePortOptions& options, bool hard);
+  static uint64_t UserData(Op op, uint32_t slot, uint32_t generation);
+  void SignalLoop() override;
+  void Bind();
+  io_uring_sqe* Sqe();
+  // Preps a wait/poll for every unarmed slot and the wake read if needed.
+  void ArmAll();
+  // Blocks per the deadline mode. Returns false when it timed out.
+  bool Block(std::optional<MonotonicTime> deadline);
+  bool BlockHard(std::optional<MonotonicTime> deadline);
+  // Consumes every CQE, collecting ready slots into ready_.
+  void Reap();
+
+  io_uring ring_;
+  bool ring_open_ = false;
+  unsigned setup_flags_ = 0;
+  bool ring_fd_registered_ = false;
+  int wake_fd_ = -1;      // Wake() writes; an armed READ consumes
+  const bool hard_;       // kHard: block in ppoll (see above)
+  int cq_event_fd_ = -1;  // kHard only: registered with the ring
+  std::vector<pollfd> pollfds_;     // kHard: [cq eventfd, wake fd, fds...]
+  std::vector<int> pollfd_slots_;   // slot of each pollfds_ entry (-1: ours)
+  uint64_t wake_buffer_ = 0;
+  bool wake_read_armed_ = false;
+  std::vector<Ready> ready_;  // reserved: max_watches
+};
+
+}  // namespace tether::loop
+
+#endif  // TETHER_LOOP_URING_FUTEX_PORT_H_

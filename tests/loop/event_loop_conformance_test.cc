@@ -1,0 +1,414 @@
+// One test suite, run against every kind of EventLoop: the simulated loop
+// (virtual time) and the io_uring loop with each wake backend the kernel
+// supports. Ordering, timers, phased loops, watchers vs fetchers, loss
+// reports, context and exit must behave the same.
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "loop/event_loop.h"
+#include "loop/kernel_probe.h"
+#include "loop/simulated_event_loop.h"
+#include "loop/uring_event_loop.h"
+#include "tests/shm/shm_test_util.h"
+#include "tests/transport/framing_test.capnp.h"
+#include "transport/channel_set.h"
+#include "transport/config.h"
+#include "transport/schema_registry.h"
+
+namespace tether::loop {
+namespace {
+
+using std::chrono::milliseconds;
+using ::testing::ElementsAre;
+
+constexpr char kStack[] = R"({
+  "channels": [
+    {"name": "/test/a", "type": "tests/transport/framing_test.capnp:Scalars",
+     "maxSize": 256, "queueDepth": 8, "maxPublishers": 4, "maxPinned": 8},
+    {"name": "/test/b", "type": "tests/transport/framing_test.capnp:Scalars",
+     "maxSize": 256, "queueDepth": 8, "maxPublishers": 4, "maxPinned": 8},
+    {"name": "/test/sample", "type": "tests/transport/framing_test.capnp:Sample",
+     "maxSize": 1024, "queueDepth": 8, "maxPublishers": 4, "maxPinned": 8}
+  ]
+})";
+
+enum class Kind { kSimulated, kUringFutex, kFutexThread };
+
+std::string KindName(const ::testing::TestParamInfo<Kind>& info) {
+  switch (info.param) {
+    case Kind::kSimulated: return "Simulated";
+    case Kind::kUringFutex: return "UringFutex";
+    case Kind::kFutexThread: return "FutexThread";
+  }
+  return "?";
+}
+
+// Builds loops of one kind and runs them for a while.
+class Harness {
+ public:
+  virtual ~Harness() = default;
+  virtual EventLoop* MakeLoop(const std::string& name) = 0;
+  // Runs every loop for `d` of the loops' time (or until one exits).
+  virtual void RunFor(Duration d) = 0;
+  virtual void Exit() = 0;
+  virtual MonotonicTime Now() = 0;
+};
+
+class SimHarness : public Harness {
+ public:
+  SimHarness(const transport::StackConfig& stack,
+             const transport::SchemaRegistry& schemas) {
+    auto f = SimulatedEventLoopFactory::Create(stack, schemas);
+    EXPECT_TRUE(f.ok()) << f.status();
+    factory_ = std::move(*f);
+  }
+  EventLoop* MakeLoop(const std::string& name) override {
+    return factory_->MakeEventLoop(name);
+  }
+  void RunFor(Duration d) override { factory_->RunFor(d); }
+  void Exit() override { factory_->Exit(); }
+  MonotonicTime Now() override { return factory_->now(); }
+
+ private:
+  std::unique_ptr<SimulatedEventLoopFactory> factory_;
+};
+
+class UringHarness : public Harness {
+ public:
+  UringHarness(const transport::StackConfig& stack,
+               const transport::SchemaRegistry& schemas,
+               const shm::ChannelOptions& options, WakeBackend backend)
+      : backend_(backend) {
+    auto set = transport::ChannelSet::Create(options, stack, schemas);
+    EXPECT_TRUE(set.ok()) << set.status();
+    channels_ = std::move(*set);
+  }
+  EventLoop* MakeLoop(const std::string& name) override {
+    UringEventLoopOptions o;
+    o.port.backend = backend_;
+    auto loop = UringEventLoop::Create(name, channels_.get(), o);
+    EXPECT_TRUE(loop.ok()) << loop.status();
+    loops_.push_back(std::move(*loop));
+    return loops_.back().get();
+  }
+  void RunFor(Duration d) override {
+    const MonotonicTime end = MonotonicNow() + d;
+    std::vector<std::thread> threads;
+    for (auto& loop : loops_) {
+      UringEventLoop* l = loop.get();
+      l->AddTimer([l] { l->Exit(); })->Schedule(end);
+    }
+    for (size_t i = 1; i < loops_.size(); ++i) {
+      threads.emplace_back([this, i] { loops_[i]->Run(); });
+    }
+    loops_[0]->Run();
+    for (auto& l : loops_) l->Exit();
+    for (auto& t : threads) t.join();
+  }
+  void Exit() override {
+    for (auto& l : loops_) l->Exit();
+  }
+  MonotonicTime Now() override { return MonotonicNow(); }
+
+ private:
+  WakeBackend backend_;
+  std::unique_ptr<transport::ChannelSet> channels_;
+  std::vector<std::unique_ptr<UringEventLoop>> loops_;
+};
+
+class ConformanceTest : public ::testing::TestWithParam<Kind> {
+ protected:
+  void SetUp() override {
+    if (GetParam() != Kind::kSimulated) {
+      auto choice = ChooseWakeBackend(
+          ProbeKernel(), GetParam() == Kind::kUringFutex
+                             ? WakeBackend::kUringFutex
+                             : WakeBackend::kFutexThread);
+      if (!choice.ok()) GTEST_SKIP() << choice.status();
+    }
+    schemas_.Register<Scalars>();
+    schemas_.Register<Sample>();
+    std::string path = root_.root() + "-stack.json";
+    std::ofstream(path) << kStack;
+    auto stack = transport::LoadStackConfig(path, schemas_.known_types());
+    std::remove(path.c_str());
+    ASSERT_TRUE(stack.ok()) << stack.status();
+    stack_ = std::make_unique<transport::StackConfig>(std::move(*stack));
+    if (GetParam() == Kind::kSimulated) {
+      harness_ = std::make_unique<SimHarness>(*stack_, schemas_);
+    } else {
+      harness_ = std::make_unique<UringHarness>(
+          *stack_, schemas_, root_.options(),
+          GetParam() == Kind::kUringFutex ? WakeBackend::kUringFutex
+                                          : WakeBackend::kFutexThread);
+    }
+  }
+  bool simulated() const { return GetParam() == Kind::kSimulated; }
+
+  shm::testing::ScopedRoot root_;
+  transport::SchemaRegistry schemas_;
+  std::unique_ptr<transport::StackConfig> stack_;
+  std::unique_ptr<Harness> harness_;
+};
+
+void SendScalar(Sender<Scalars>* s, int64_t v) {
+  auto loan = s->MakeLoan();
+  loan.root().setI64(v);
+  ASSERT_EQ(s->Send(std::move(loan)).status, transport::PublishStatus::kOk);
+}
+
+TEST_P(ConformanceTest, OnRunComesFirstAndOnce) {
+  EventLoop* loop = harness_->MakeLoop("node");
+  std::vector<std::string> events;
+  loop->OnRun([&] {
+    events.push_back("on-run");
+    EXPECT_EQ(loop->context().type, EventContext::Type::kOnRun);
+  });
+  loop->AddTimer([&] { events.push_back("timer"); })
+      ->Schedule(loop->monotonic_now());
+  harness_->RunFor(milliseconds(20));
+  EXPECT_THAT(events, ElementsAre("on-run", "timer"));
+}
+
+TEST_P(ConformanceTest, WatcherGetsEveryMessageInOrderWithContext) {
+  EventLoop* loop = harness_->MakeLoop("node");
+  auto sender = loop->MakeSender<Scalars>("/test/a");
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  std::vector<int64_t> got;
+  uint64_t last_index = 0;
+  ASSERT_TRUE(loop->MakeWatcher<Scalars>(
+                      "/test/a",
+                      [&](Scalars::Reader m, const MessageContext& c) {
+                        EXPECT_EQ(loop->context().type,
+                                  EventContext::Type::kWatcher);
+                        ASSERT_NE(loop->context().message, nullptr);
+                        EXPECT_EQ(loop->context().message->queue_index,
+                                  c.queue_index);
+                        EXPECT_EQ(c.missed, 0u);
+                        if (!got.empty()) EXPECT_EQ(c.queue_index, last_index + 1);
+                        EXPECT_GE(c.monotonic_receive_ns, c.monotonic_send_ns);
+                        last_index = c.queue_index;
+                        got.push_back(m.getI64());
+                      })
+                  .ok());
+  int64_t next = 0;
+  loop->AddTimer([&] { SendScalar(sender->get(), next++); })
+      ->Schedule(loop->monotonic_now() + milliseconds(1), milliseconds(2));
+  harness_->RunFor(milliseconds(41));
+  ASSERT_GE(got.size(), 10u);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], int64_t(i));
+  if (simulated()) EXPECT_EQ(got.size(), 21u);  // at 1, 3, ..., 41 ms (inclusive)
+  EXPECT_EQ(loop->watcher_stats(0).received, got.size());
+}
+
+TEST_P(ConformanceTest, WatchersAcrossChannelsSeeMessagesInSendOrder) {
+  EventLoop* loop = harness_->MakeLoop("node");
+  auto a = loop->MakeSender<Scalars>("/test/a");
+  auto b = loop->MakeSender<Scalars>("/test/b");
+  std::vector<int64_t> got;
+  for (const char* ch : {"/test/a", "/test/b"}) {
+    ASSERT_TRUE(loop->MakeWatcher<Scalars>(
+                        ch, [&](Scalars::Reader m, const MessageContext&) {
+                          got.push_back(m.getI64());
+                        })
+                    .ok());
+  }
+  // Sends at distinct times, alternating channels.
+  int64_t n = 0;
+  loop->AddTimer([&] {
+        SendScalar((n % 3 == 1 ? b : a)->get(), n);
+        ++n;
+      })
+      ->Schedule(loop->monotonic_now() + milliseconds(1), milliseconds(1));
+  harness_->RunFor(milliseconds(15));
+  ASSERT_GE(got.size(), 5u);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], int64_t(i));
+}
+
+TEST_P(ConformanceTest, OneShotAndPeriodicTimers) {
+  EventLoop* loop = harness_->MakeLoop("node");
+  const MonotonicTime start = loop->monotonic_now();
+  int one_shot = 0, periodic = 0;
+  MonotonicTime one_shot_due;
+  loop->AddTimer([&] {
+        ++one_shot;
+        one_shot_due = loop->context().monotonic_event_time;
+        EXPECT_EQ(loop->context().type, EventContext::Type::kTimer);
+        EXPECT_GE(loop->monotonic_now(), one_shot_due);
+      })
+      ->Schedule(start + milliseconds(5));
+  TimerHandle* p = loop->AddTimer([&] { ++periodic; });
+  p->Schedule(start + milliseconds(2), milliseconds(4));
+  TimerHandle* disabled = loop->AddTimer([&] { ADD_FAILURE(); });
+  disabled->Schedule(start + milliseconds(3));
+  disabled->Disable();
+  harness_->RunFor(milliseconds(40));
+  EXPECT_EQ(one_shot, 1);
+  EXPECT_EQ(one_shot_due, start + milliseconds(5));
+  // Due at 2, 6, ..., 38 ms: 10 times (a late real loop skips, and counts).
+  EXPECT_EQ(periodic + static_cast<int>(p->stats().missed), 10);
+  EXPECT_GE(periodic, 5);
+}
+
+TEST_P(ConformanceTest, PhasedLoopRunsOnItsPhase) {
+  EventLoop* loop = harness_->MakeLoop("node");
+  std::vector<MonotonicTime> due;
+  int cycles_total = 0;
+  PhasedLoopHandle* h = loop->AddPhasedLoop(
+      [&](int cycles) {
+        EXPECT_EQ(loop->context().type, EventContext::Type::kPhasedLoop);
+        due.push_back(loop->context().monotonic_event_time);
+        cycles_total += cycles;
+      },
+      milliseconds(5), milliseconds(2));
+  harness_->RunFor(milliseconds(52));
+  ASSERT_GE(due.size(), 5u);
+  for (MonotonicTime t : due) {
+    EXPECT_EQ((t.time_since_epoch() % milliseconds(5)), milliseconds(2));
+  }
+  // Every phase point is either run or counted as missed.
+  EXPECT_EQ(static_cast<uint64_t>(cycles_total),
+            h->stats().runs + h->stats().missed);
+  if (simulated()) EXPECT_EQ(due.size(), 11u);  // at 2, 7, ..., 52 ms
+}
+
+TEST_P(ConformanceTest, LostMessagesAreReportedExactly) {
+  EventLoop* loop = harness_->MakeLoop("node");
+  auto sender = loop->MakeSender<Scalars>("/test/a");
+  std::vector<int64_t> got;
+  uint64_t missed = 0;
+  ASSERT_TRUE(loop->MakeWatcher<Scalars>(
+                      "/test/a",
+                      [&](Scalars::Reader m, const MessageContext& c) {
+                        got.push_back(m.getI64());
+                        missed += c.missed;
+                      })
+                  .ok());
+  // 24 sends in one callback into a depth-8 channel: the watcher runs after
+  // it and finds the newest 8; the 16 before are lost, and said so.
+  loop->AddTimer([&] {
+        for (int i = 0; i < 24; ++i) SendScalar(sender->get(), i);
+      })
+      ->Schedule(loop->monotonic_now() + milliseconds(1));
+  harness_->RunFor(milliseconds(10));
+  EXPECT_THAT(got, ElementsAre(16, 17, 18, 19, 20, 21, 22, 23));
+  EXPECT_EQ(missed, 16u);
+  EXPECT_EQ(loop->watcher_stats(0).missed, 16u);
+}
+
+TEST_P(ConformanceTest, FetcherPullsLatestAndNext) {
+  EventLoop* loop = harness_->MakeLoop("node");
+  auto sender = loop->MakeSender<Scalars>("/test/a");
+  auto latest = loop->MakeFetcher<Scalars>("/test/a");
+  auto next = loop->MakeFetcher<Scalars>("/test/a");
+  ASSERT_TRUE(sender.ok() && latest.ok() && next.ok());
+  std::vector<int64_t> latest_seen, next_seen;
+  const MonotonicTime start = loop->monotonic_now();
+  int64_t v = 0;
+  loop->AddTimer([&] {
+        SendScalar(sender->get(), v++);
+        SendScalar(sender->get(), v++);
+      })
+      ->Schedule(start + milliseconds(1), milliseconds(4));
+  loop->AddTimer([&] {
+        transport::Message<Scalars> m;
+        if ((*latest)->Latest(&m) == transport::ReceiveStatus::kOk) {
+          latest_seen.push_back(m.root.getI64());
+        }
+        while ((*next)->Next(&m) == transport::ReceiveStatus::kOk) {
+          next_seen.push_back(m.root.getI64());
+        }
+      })
+      ->Schedule(start + milliseconds(3), milliseconds(4));
+  harness_->RunFor(milliseconds(18));
+  ASSERT_GE(latest_seen.size(), 2u);
+  // Latest skips to the newest (odd values); Next sees everything in order.
+  for (int64_t v : latest_seen) EXPECT_EQ(v % 2, 1);
+  for (size_t i = 0; i < next_seen.size(); ++i) EXPECT_EQ(next_seen[i], int64_t(i));
+  EXPECT_GE(next_seen.size(), 2 * latest_seen.size() - 1);
+}
+
+TEST_P(ConformanceTest, WrongTypeAndUnknownChannelFailAtSetup) {
+  EventLoop* loop = harness_->MakeLoop("node");
+  auto wrong = loop->MakeWatcher<Sample>(
+      "/test/a", [](Sample::Reader, const MessageContext&) {});
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(wrong.message()), ::testing::HasSubstr("Scalars"));
+  auto missing = loop->MakeSender<Scalars>("/nope");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(missing.status().message()),
+              ::testing::HasSubstr("/test/a"));
+}
+
+TEST_P(ConformanceTest, ExitFromACallbackStopsTheLoop) {
+  EventLoop* loop = harness_->MakeLoop("node");
+  int ticks = 0;
+  const MonotonicTime start = harness_->Now();
+  loop->AddTimer([&] { ++ticks; })
+      ->Schedule(loop->monotonic_now() + milliseconds(1), milliseconds(1));
+  loop->AddTimer([&] { harness_->Exit(); })
+      ->Schedule(loop->monotonic_now() + milliseconds(5));
+  harness_->RunFor(std::chrono::seconds(5));
+  EXPECT_LT(harness_->Now() - start, std::chrono::seconds(2));
+  EXPECT_LE(ticks, 5);
+  EXPECT_GE(ticks, 1);
+}
+
+TEST_P(ConformanceTest, SendTimesFollowTheLoopClock) {
+  EventLoop* loop = harness_->MakeLoop("node");
+  auto sender = loop->MakeSender<Scalars>("/test/a");
+  MonotonicTime sent_at;
+  int64_t send_ns = -1;
+  ASSERT_TRUE(loop->MakeWatcher<Scalars>(
+                      "/test/a", [&](Scalars::Reader, const MessageContext& c) {
+                        send_ns = c.monotonic_send_ns;
+                        EXPECT_GT(c.realtime_send_ns, 0);
+                      })
+                  .ok());
+  loop->AddTimer([&] {
+        sent_at = loop->monotonic_now();
+        SendScalar(sender->get(), 1);
+      })
+      ->Schedule(loop->monotonic_now() + milliseconds(3));
+  harness_->RunFor(milliseconds(10));
+  ASSERT_GE(send_ns, 0);
+  const int64_t at = static_cast<int64_t>(ToMonotonicNs(sent_at));
+  if (simulated()) {
+    EXPECT_EQ(send_ns, at);  // virtual time, exactly
+  } else {
+    EXPECT_GE(send_ns, at);
+    EXPECT_LT(send_ns - at, 1'000'000);
+  }
+}
+
+TEST_P(ConformanceTest, TwoNodesTalkThroughAChannel) {
+  EventLoop* talker = harness_->MakeLoop("talker");
+  EventLoop* listener = harness_->MakeLoop("listener");
+  auto sender = talker->MakeSender<Scalars>("/test/b");
+  std::vector<int64_t> got;
+  ASSERT_TRUE(listener->MakeWatcher<Scalars>(
+                          "/test/b", [&](Scalars::Reader m, const MessageContext&) {
+                            got.push_back(m.getI64());
+                          })
+                  .ok());
+  int64_t n = 0;
+  talker->AddTimer([&] { SendScalar(sender->get(), n++); })
+      ->Schedule(talker->monotonic_now() + milliseconds(2), milliseconds(2));
+  harness_->RunFor(milliseconds(30));
+  ASSERT_GE(got.size(), 5u);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], int64_t(i));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllKinds, ConformanceTest,
+                         ::testing::Values(Kind::kSimulated, Kind::kUringFutex,
+                                           Kind::kFutexThread),
+                         KindName);
+
+}  // namespace
+}  // namespace tether::loop

@@ -1,0 +1,128 @@
+// Test helpers for loop: a unique shared-memory root per test, and the
+// loop's half of the sleep protocol over shm channels (what an event loop's
+// watchers do): SleepHooks that announce sleep on each channel and re-check
+// each reader, keeping a message found by the re-check for the next drain.
+#ifndef TETHER_TESTS_LOOP_LOOP_TEST_UTIL_H_
+#define TETHER_TESTS_LOOP_LOOP_TEST_UTIL_H_
+
+#include <ftw.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <new>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "loop/wake_port.h"
+#include "shm/channel.h"
+#include "shm/reader.h"
+
+namespace tether::loop::testing {
+
+// A fresh /dev/shm/tether-looptest-<pid>-<n>-<random> root, removed (with
+// everything under it) in the destructor.
+class ScopedRoot {
+ public:
+  ScopedRoot() {
+    static std::atomic<int> counter{0};
+    std::random_device rd;
+    char buf[128];
+    std::snprintf(buf, sizeof(buf), "/dev/shm/tether-looptest-%d-%d-%08x",
+                  static_cast<int>(::getpid()), counter.fetch_add(1), rd());
+    options_.root = buf;
+    options_.instance = "test";
+  }
+  ~ScopedRoot() {
+    ::nftw(
+        options_.root.c_str(),
+        [](const char* path, const struct stat*, int, struct FTW*) {
+          return ::remove(path);
+        },
+        16, FTW_DEPTH | FTW_PHYS);
+  }
+  ScopedRoot(const ScopedRoot&) = delete;
+  ScopedRoot& operator=(const ScopedRoot&) = delete;
+
+  const shm::ChannelOptions& options() const { return options_; }
+
+ private:
+  shm::ChannelOptions options_;
+};
+
+// One watched channel: its reader, plus a message the sleep re-check found.
+class Subscription {
+ public:
+  Subscription(shm::Channel* channel, shm::Reader* reader)
+      : channel_(channel), reader_(reader) {}
+
+  shm::Channel* channel() const { return channel_; }
+
+  // The next message: the one the re-check kept, else the reader's next.
+  shm::ReadStatus Next(shm::MessageView* view) {
+    if (has_pending_) {
+      has_pending_ = false;
+      *view = pending_;
+      return shm::ReadStatus::kOk;
+    }
+    return reader_->Next(view);
+  }
+
+  // The re-check of the sleep protocol: true if a message is waiting (kept
+  // for Next()). A corrupt channel counts as work so the loop sees it.
+  bool Recheck() {
+    if (has_pending_) return true;
+    const shm::ReadStatus status = reader_->Next(&pending_);
+    if (status == shm::ReadStatus::kOk) has_pending_ = true;
+    if (status == shm::ReadStatus::kCorrupt) corrupt_ = true;
+    return has_pending_ || corrupt_;
+  }
+  bool corrupt() const { return corrupt_; }
+  bool has_pending() const { return has_pending_; }
+
+ private:
+  shm::Channel* const channel_;
+  shm::Reader* const reader_;
+  shm::MessageView pending_;
+  bool has_pending_ = false;
+  bool corrupt_ = false;
+};
+
+// The loop's half of the protocol over a fixed set of subscriptions.
+class ChannelSleepHooks final : public SleepHooks {
+ public:
+  void Add(Subscription* s) { subscriptions_.push_back(s); }
+
+  void BeginSleep() override {
+    for (Subscription* s : subscriptions_) s->channel()->BeginSleep();
+  }
+  bool HasPendingWork() override {
+    bool any = false;
+    for (Subscription* s : subscriptions_) any |= s->Recheck();
+    return any;
+  }
+  void EndSleep() override {
+    for (Subscription* s : subscriptions_) s->channel()->EndSleep();
+  }
+
+ private:
+  std::vector<Subscription*> subscriptions_;
+};
+
+// A zeroed object of type T in an anonymous MAP_SHARED mapping, visible to
+// forked children. Never freed (tests are short-lived).
+template <typename T>
+T* MakeShared() {
+  void* m = ::mmap(nullptr, sizeof(T), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+  return new (m) T();
+}
+
+}  // namespace tether::loop::testing
+
+#endif  // TETHER_TESTS_LOOP_LOOP_TEST_UTIL_H_

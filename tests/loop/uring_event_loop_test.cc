@@ -1,0 +1,213 @@
+// The io_uring event loop against real processes: a publisher in another
+// process wakes a sleeping subscriber loop thousands of times (each wake
+// backend), an idle node allocates nothing after start and stays small, and
+// SIGTERM ends Run() through the stop fd.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "loop/kernel_probe.h"
+#include "loop/signals.h"
+#include "loop/uring_event_loop.h"
+#include "tests/shm/shm_test_util.h"
+#include "tests/transport/framing_test.capnp.h"
+#include "tests/util/alloc_counter.h"
+#include "transport/channel_set.h"
+#include "transport/config.h"
+#include "transport/schema_registry.h"
+
+namespace tether::loop {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr char kStack[] = R"({
+  "channels": [
+    {"name": "/wake", "type": "tests/transport/framing_test.capnp:Scalars",
+     "maxSize": 256, "queueDepth": 4096, "maxPublishers": 2, "maxPinned": 4},
+    {"name": "/idle", "type": "tests/transport/framing_test.capnp:Scalars",
+     "maxSize": 256, "queueDepth": 64, "maxPublishers": 2, "maxPinned": 4}
+  ]
+})";
+
+class UringEventLoopTest : public ::testing::TestWithParam<WakeBackend> {
+ protected:
+  void SetUp() override {
+    auto choice = ChooseWakeBackend(ProbeKernel(), GetParam());
+    if (!choice.ok()) GTEST_SKIP() << choice.status();
+    schemas_.Register<Scalars>();
+    std::string path = root_.root() + "-stack.json";
+    std::ofstream(path) << kStack;
+    auto stack = transport::LoadStackConfig(path, schemas_.known_types());
+    std::remove(path.c_str());
+    ASSERT_TRUE(stack.ok()) << stack.status();
+    auto set = transport::ChannelSet::Create(root_.options(), *stack, schemas_);
+    ASSERT_TRUE(set.ok()) << set.status();
+    channels_ = std::move(*set);
+  }
+  std::unique_ptr<UringEventLoop> MakeLoop(int stop_fd = -1) {
+    UringEventLoopOptions o;
+    o.port.backend = GetParam();
+    o.stop_fd = stop_fd;
+    auto loop = UringEventLoop::Create("node", channels_.get(), o);
+    EXPECT_TRUE(loop.ok()) << loop.status();
+    return loop.ok() ? std::move(*loop) : nullptr;
+  }
+
+  shm::testing::ScopedRoot root_;
+  transport::SchemaRegistry schemas_;
+  std::unique_ptr<transport::ChannelSet> channels_;
+};
+
+TEST_P(UringEventLoopTest, PublisherProcessWakesASleepingLoopEveryTime) {
+  constexpr int kMessages = 3000;
+  auto loop = MakeLoop();
+  ASSERT_NE(loop, nullptr);
+  int64_t expected = 0;
+  int out_of_order = 0;
+  uint64_t missed = 0;
+  ASSERT_TRUE(loop->MakeWatcher<Scalars>(
+                      "/wake",
+                      [&](Scalars::Reader m, const MessageContext& c) {
+                        if (m.getI64() != expected) ++out_of_order;
+                        expected = m.getI64() + 1;
+                        missed += c.missed;
+                        if (expected == kMessages) loop->Exit();
+                      })
+                  .ok());
+  // A deadline so that a lost wakeup fails instead of hanging.
+  bool timed_out = false;
+  loop->AddTimer([&] {
+        timed_out = true;
+        loop->Exit();
+      })
+      ->Schedule(loop->monotonic_now() + std::chrono::seconds(30));
+  const shm::ChannelOptions opts = root_.options();
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    transport::SchemaRegistry schemas;
+    schemas.Register<Scalars>();
+    auto ch = transport::ChannelHandle::Open(opts, "/wake");
+    if (!ch.ok()) ::_exit(1);
+    auto pub = transport::Publisher<Scalars>::Create(ch->get());
+    if (!pub.ok()) ::_exit(2);
+    std::mt19937 rng(7);
+    ::usleep(20000);  // let the parent go to sleep first
+    for (int i = 0; i < kMessages; ++i) {
+      auto loan = (*pub)->MakeLoan();
+      loan.root().setI64(i);
+      if ((*pub)->Send(std::move(loan)).status != transport::PublishStatus::kOk) {
+        ::_exit(3);
+      }
+      // Mostly gaps long enough for the loop to fall asleep in between.
+      if (rng() % 4 != 0) ::usleep(rng() % 300);
+    }
+    ::_exit(0);
+  }
+  loop->Run();
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_FALSE(timed_out) << "lost wakeup: got " << expected << " of "
+                          << kMessages;
+  EXPECT_EQ(expected, kMessages);
+  EXPECT_EQ(out_of_order, 0);
+  EXPECT_EQ(missed, 0u);
+}
+
+int64_t RssKiB() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+  }
+  return -1;
+}
+
+TEST_P(UringEventLoopTest, IdleNodeAllocatesNothingAfterStartAndStaysSmall) {
+  auto loop = MakeLoop();
+  ASSERT_NE(loop, nullptr);
+  auto sender = loop->MakeSender<Scalars>("/idle");
+  auto fetcher = loop->MakeFetcher<Scalars>("/idle");
+  ASSERT_TRUE(sender.ok() && fetcher.ok());
+  int64_t got = 0;
+  ASSERT_TRUE(loop->MakeWatcher<Scalars>(
+                      "/idle", [&](Scalars::Reader m, const MessageContext&) {
+                        got += m.getI64();
+                      })
+                  .ok());
+  // A 1 kHz control loop that sends and fetches: steady state of a node.
+  int cycles = 0;
+  loop->AddPhasedLoop(
+      [&](int) {
+        ++cycles;
+        auto loan = (*sender)->MakeLoan();
+        loan.root().setI64(1);
+        (void)(*sender)->Send(std::move(loan));
+        transport::Message<Scalars> m;
+        (void)(*fetcher)->Latest(&m);
+      },
+      milliseconds(1));
+  std::unique_ptr<testing_util::AllocationCounter> counter;
+  loop->AddTimer([&] {
+        counter = std::make_unique<testing_util::AllocationCounter>();
+      })
+      ->Schedule(loop->monotonic_now() + milliseconds(50));
+  int64_t allocations = -1;
+  loop->AddTimer([&] {
+        allocations = counter->count();
+        loop->Exit();
+      })
+      ->Schedule(loop->monotonic_now() + milliseconds(400));
+  loop->Run();
+  counter.reset();
+  EXPECT_EQ(allocations, 0);
+  EXPECT_GT(cycles, 100);
+  EXPECT_GT(got, 100);
+  const int64_t rss = RssKiB();
+  std::printf("RSS of the test process with an idle node: %lld KiB\n",
+              static_cast<long long>(rss));
+#if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+  EXPECT_LT(rss, 16 * 1024);  // sanitizer runtimes inflate the process
+#endif
+}
+
+TEST_P(UringEventLoopTest, StopSignalEndsRunCleanly) {
+  auto stop = StopSignals::Install();
+  ASSERT_TRUE(stop.ok()) << stop.status();
+  auto loop = MakeLoop((*stop)->fd());
+  ASSERT_NE(loop, nullptr);
+  loop->AddTimer([] { ::kill(::getpid(), SIGTERM); })
+      ->Schedule(loop->monotonic_now() + milliseconds(5));
+  bool late = false;
+  loop->AddTimer([&] {
+        late = true;
+        loop->Exit();
+      })
+      ->Schedule(loop->monotonic_now() + std::chrono::seconds(10));
+  EXPECT_TRUE(loop->Run());
+  EXPECT_FALSE(late);
+  EXPECT_EQ((*stop)->received(), SIGTERM);
+  loop.reset();  // stops watching the fd before StopSignals goes
+}
+
+std::string BackendName(const ::testing::TestParamInfo<WakeBackend>& info) {
+  return info.param == WakeBackend::kUringFutex ? "UringFutex" : "FutexThread";
+}
+
+INSTANTIATE_TEST_SUITE_P(EachBackend, UringEventLoopTest,
+                         ::testing::Values(WakeBackend::kUringFutex,
+                                           WakeBackend::kFutexThread),
+                         BackendName);
+
+}  // namespace
+}  // namespace tether::loop
