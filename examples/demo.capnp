@@ -67,10 +67,16 @@ struct JointCommand {
   }
 }
 
+# Published by the monitor node at 10 Hz: totals since the monitor started.
 struct MonitorStatus {
   timeNs @0 :Int64;
   channels @1 :List(ChannelHealth);
   note @2 :Text;
+  # Empty when every channel is healthy; else what is wrong, briefly.
+  tracking @3 :TrackingHealth;
+  # The controller's tracking as its JointCommands report it.
+  elapsedS @4 :Float64;
+  # Seconds since the monitor started.
 
   struct ChannelHealth {
     name @0 :Text;
@@ -78,5 +84,25 @@ struct MonitorStatus {
     missed @2 :UInt64;
     latencyP50Us @3 :Float64;
     latencyP99Us @4 :Float64;
+    # Send -> receive (the monitor's receive) latency percentiles.
+    sent @5 :UInt64;
+    # Messages sent on the channel while the monitor watched it (from queue
+    # indices: received + missed when nothing is lost silently).
+    latencyMaxUs @6 :Float64;
+    rateHz @7 :Float64;
+    # Received messages per second since the channel's first message.
+  }
+
+  struct TrackingHealth {
+    cycles @0 :UInt64;
+    # Controller cycles seen (JointCommands received).
+    missedCycles @1 :UInt64;
+    # Phase points the controller skipped (gaps in JointCommand.cycle).
+    trackedCycles @2 :UInt64;
+    # Cycles with tracking enabled (the error statistics cover these).
+    rmsErrorM @3 :Float64;
+    maxErrorM @4 :Float64;
+    rmsHeadingErrorRad @5 :Float64;
+    saturatedCycles @6 :UInt64;
   }
 }

@@ -583,7 +583,7 @@ TEST(ExampleStack, LoadsWithoutErrorsOrWarnings) {
       LoadStackConfig("examples/config/example_stack.json", types);
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_THAT(config->warnings(), IsEmpty());
-  EXPECT_THAT(config->channels(), SizeIs(5));
+  EXPECT_THAT(config->channels(), SizeIs(6));
   EXPECT_THAT(config->nodes(), SizeIs(5));
   auto controller = config->FindNode("controller");
   ASSERT_TRUE(controller.has_value());

@@ -1,0 +1,32 @@
+// examples: main() of the estimator node (odometry + gyro Kalman filter).
+// Usage: estimator [--config=FILE]
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "examples/estimator.h"
+#include "examples/node_main.h"
+
+ABSL_FLAG(std::string, config, "",
+          "stack config (default: $TETHER_STACK, else "
+          "examples/config/example_stack.json)");
+
+int main(int argc, char** argv) {
+  using namespace tether::examples;
+  absl::ParseCommandLine(argc, argv);
+  const NodeEnvironment env =
+      ReadNodeEnvironment("estimator", absl::GetFlag(FLAGS_config));
+  auto process = NodeProcess::Start(env);
+  if (!process.ok()) return FailNode(env.node_name, process.status());
+  auto node = EstimatorNode::Create((*process)->loop(), EstimatorOptions{});
+  if (!node.ok()) return FailNode(env.node_name, node.status());
+  const int code = (*process)->Run();
+  const EstimatorStats& s = (*node)->stats();
+  std::printf(
+      "estimator: %llu estimates (%llu without IMU), %llu inputs lost, gyro "
+      "bias %.4f rad/s\n",
+      (unsigned long long)s.updates, (unsigned long long)s.updates_without_imu,
+      (unsigned long long)s.missed_inputs, (*node)->gyro_bias_estimate());
+  return code;
+}
