@@ -92,7 +92,18 @@ Options ParseOptions(int argc, char** argv) {
       o.json = true;
       continue;
     }
-    std::fprintf(stderr, "unknown argument %s (see the file comment)\n", a);
+    if (std::strcmp(a, "--help") == 0 || std::strcmp(a, "-h") == 0) {
+      std::printf(
+          "usage: wake_latency_benchmark [--samples=20000] [--rounds=4]\n"
+          "    [--warmup=N] [--min_gap_us=50] [--max_gap_us=200]\n"
+          "    [--spin_us=100] [--fifo=PRIORITY] [--json]\n\n"
+          "Cross-process wake latency (publisher send -> subscriber wakes and\n"
+          "reads) for busy spin, raw futex, and each tether wake backend, with\n"
+          "both processes on one CPU and on two. Prints p50/p90/p99/p99.9/max\n"
+          "and ratios to the raw futex floor measured in the same run.\n");
+      std::exit(0);
+    }
+    std::fprintf(stderr, "unknown argument %s (try --help)\n", a);
     std::exit(2);
   }
   o.rounds = std::max(1, o.rounds);
