@@ -1,14 +1,26 @@
 // tools: main() of the `tether` command. Holds the subcommand table; each
 // command turns its parsed arguments into its library's options struct.
+#include <signal.h>
+
+#include <chrono>
+#include <cmath>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "loop/signals.h"
 #include "tools/arg_parser.h"
+#include "tools/builtin_schemas.h"
 #include "tools/cli.h"
 #include "tools/doctor.h"
+#include "tools/launcher.h"
 #include "tools/list.h"
 #include "transport/channel_handle.h"
+
+extern char** environ;
 
 namespace tether::tools {
 namespace {
@@ -74,6 +86,102 @@ int RunList(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   return kExitOk;
 }
 
+ArgParser LaunchParser() {
+  ArgParser parser(
+      "tether launch",
+      "Starts a stack: creates every channel of the <stack> config, then\n"
+      "starts its nodes in startAfter order, each with its scheduling, CPUs,\n"
+      "user and environment (plus TETHER_ROOT, TETHER_INSTANCE, TETHER_NODE\n"
+      "and TETHER_STACK). Node output is prefixed with [node]. Nodes are\n"
+      "restarted by their restart policy with exponential backoff; a node\n"
+      "that keeps failing is given up after restart.maxRestarts. Ctrl-C or\n"
+      "SIGTERM stops the nodes in reverse start order (SIGTERM, then SIGKILL\n"
+      "after --kill-timeout); a second Ctrl-C kills the launcher, and its\n"
+      "nodes with it. The stack's status is published on the channel\n"
+      "/tether/launcher/status.\n"
+      "Exits 1 if a node failed for good (or never started), else 0.");
+  parser.AddPositional("stack", "the stack config (JSON)");
+  AddChannelOptions(parser);
+  parser.AddOption("duration", "SECONDS",
+                   "stop the stack after this long (default: run until "
+                   "Ctrl-C or every node has ended)");
+  parser.AddOption("kill-timeout", "SECONDS",
+                   "at shutdown, SIGKILL a node this long after its SIGTERM",
+                   "2");
+  parser.AddOption("status-json", "PATH",
+                   "keep the stack's status as JSON in this file");
+  parser.AddOption("workdir", "DIR",
+                   "working directory of the nodes, base of relative "
+                   "commands (default: the current directory)");
+  parser.AddOption("schemas", "FILES",
+                   "comma-separated schema files for message types the "
+                   "launcher does not know (capnp compile -o- x.capnp > "
+                   "x.schema)");
+  parser.AddFlag("no-status-channel", "do not publish /tether/launcher/status");
+  return parser;
+}
+
+// Parses --name SECONDS into milliseconds (>= 0, or > 0 if `positive`).
+bool ParseSeconds(const ParsedArgs& args, const char* name, bool positive,
+                  std::chrono::milliseconds* out, std::ostream& err) {
+  double seconds = 0;
+  if (!absl::SimpleAtod(args.Option(name), &seconds) ||
+      !std::isfinite(seconds) || seconds < 0 || (positive && seconds == 0) ||
+      seconds > 1e9) {
+    err << "tether launch: --" << name << " " << args.Option(name)
+        << " is not a number of seconds" << (positive ? " > 0" : " >= 0")
+        << "; see tether launch --help\n";
+    return false;
+  }
+  *out = std::chrono::milliseconds(std::llround(seconds * 1000));
+  return true;
+}
+
+int RunLaunch(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
+  LaunchOptions options;
+  options.stack_path = args.Positional("stack");
+  options.channels = ChannelOptionsFrom(args);
+  options.working_directory = args.Option("workdir");
+  options.status_json_path = args.Option("status-json");
+  options.status_channel = !args.Flag("no-status-channel");
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    options.base_env.emplace_back(*e);
+  }
+  if (args.HasOption("duration")) {
+    std::chrono::milliseconds duration;
+    if (!ParseSeconds(args, "duration", true, &duration, err)) {
+      return kExitUsage;
+    }
+    options.duration = duration;
+  }
+  if (!ParseSeconds(args, "kill-timeout", false, &options.kill_timeout, err)) {
+    return kExitUsage;
+  }
+  for (absl::string_view file :
+       absl::StrSplit(args.Option("schemas"), ',', absl::SkipEmpty())) {
+    options.schema_files.emplace_back(file);
+  }
+  absl::StatusOr<std::unique_ptr<loop::StopSignals>> stop =
+      loop::StopSignals::Install({.signals = {SIGINT, SIGTERM, SIGHUP}});
+  if (!stop.ok()) {
+    err << "tether launch: " << stop.status().message() << "\n";
+    return kExitFailure;
+  }
+  options.stop_fd = (*stop)->fd();
+  // A closed output pipe (`| head`) must not take the stack down with the
+  // launcher; nodes get default signal dispositions back.
+  ::signal(SIGPIPE, SIG_IGN);
+  auto schemas = std::make_unique<transport::SchemaRegistry>();
+  RegisterBuiltinSchemas(*schemas);
+  absl::StatusOr<std::unique_ptr<Launcher>> launcher =
+      Launcher::Create(std::move(options), std::move(schemas), out, err);
+  if (!launcher.ok()) {
+    err << "tether launch: " << launcher.status().message() << "\n";
+    return kExitFailure;
+  }
+  return (*launcher)->Run().exit_code;
+}
+
 // Every command of the CLI. Later commands (launch, list, echo, pub, stat,
 // record, replay, bench, clean, demo) add a row here.
 constexpr Command kCommands[] = {
@@ -83,6 +191,10 @@ constexpr Command kCommands[] = {
      &DoctorParser, &RunDoctor},
     {"list", "list the channels of a stack: type, size, traffic, endpoints",
      &ListParser, &RunList},
+    {"launch",
+     "start a stack: channels, then nodes in order, with restarts and "
+     "clean shutdown",
+     &LaunchParser, &RunLaunch},
 };
 
 }  // namespace
