@@ -1,4 +1,4 @@
-// Test helpers for loop: a unique shared-memory root per test, and the
+// Test helpers for loop: the shm tests' unique root per test, and the
 // loop's half of the sleep protocol over shm channels (what an event loop's
 // watchers do): SleepHooks that announce sleep on each channel and re-check
 // each reader, keeping a message found by the re-check for the next drain.
@@ -21,38 +21,12 @@
 #include "loop/wake_port.h"
 #include "shm/channel.h"
 #include "shm/reader.h"
+#include "tests/shm/shm_test_util.h"
 
 namespace tether::loop::testing {
 
-// A fresh /dev/shm/tether-looptest-<pid>-<n>-<random> root, removed (with
-// everything under it) in the destructor.
-class ScopedRoot {
- public:
-  ScopedRoot() {
-    static std::atomic<int> counter{0};
-    std::random_device rd;
-    char buf[128];
-    std::snprintf(buf, sizeof(buf), "/dev/shm/tether-looptest-%d-%d-%08x",
-                  static_cast<int>(::getpid()), counter.fetch_add(1), rd());
-    options_.root = buf;
-    options_.instance = "test";
-  }
-  ~ScopedRoot() {
-    ::nftw(
-        options_.root.c_str(),
-        [](const char* path, const struct stat*, int, struct FTW*) {
-          return ::remove(path);
-        },
-        16, FTW_DEPTH | FTW_PHYS);
-  }
-  ScopedRoot(const ScopedRoot&) = delete;
-  ScopedRoot& operator=(const ScopedRoot&) = delete;
-
-  const shm::ChannelOptions& options() const { return options_; }
-
- private:
-  shm::ChannelOptions options_;
-};
+// A unique shared-memory root per test, removed afterwards.
+using shm::testing::ScopedRoot;
 
 // One watched channel: its reader, plus a message the sleep re-check found.
 class Subscription {
