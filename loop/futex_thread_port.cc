@@ -40,7 +40,6 @@ FutexThreadPort::FutexThreadPort(const WakePortOptions& options,
   for (size_t i = 0; i < slots_.size(); ++i) changed_[i].store(false);
   pollfds_.reserve(slots_.size() + 1);
   pollfd_slots_.reserve(slots_.size() + 1);
-  ready_.reserve(slots_.size());
 }
 
 absl::StatusOr<std::unique_ptr<FutexThreadPort>> FutexThreadPort::Create(
@@ -223,24 +222,15 @@ WaitResult FutexThreadPort::Wait(std::optional<MonotonicTime> deadline,
       !deadline.has_value() || *deadline > MonotonicNow();
   if (may_block && Spin(on_ready, &result)) return result;
 
-  bool blocked = false;
-  hooks.BeginSleep();
-  const bool wake_pending = wake_.EnterSleep();
-  LoadObserved();
-  if (hooks.HasPendingWork()) {
-    result.pending_work = true;
-  } else if (!wake_pending) {
+  const bool blocked = SleepProtocol(hooks, &result, [&] {
     for (pollfd& p : pollfds_) p.revents = 0;
     timespec timeout;
     if (deadline.has_value()) timeout = internal::TimeoutUntil(*deadline);
     const int n = ::ppoll(pollfds_.data(), pollfds_.size(),
                           deadline.has_value() ? &timeout : nullptr, nullptr);
     TETHER_LOOP_CHECK(n >= 0 || errno == EINTR, "ppoll in the wake port");
-    blocked = true;
     if (n == 0) result.timed_out = true;
-  }
-  wake_.ExitSleep();
-  hooks.EndSleep();
+  });
 
   ready_.clear();
   if (blocked && (pollfds_[0].revents & POLLIN) != 0) {
@@ -251,31 +241,18 @@ WaitResult FutexThreadPort::Wait(std::optional<MonotonicTime> deadline,
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (slots_[i].kind == internal::WatchSlot::Kind::kWord &&
         changed_[i].exchange(false, std::memory_order_acq_rel)) {
-      ready_.emplace_back(static_cast<int>(i), slots_[i].generation);
+      ready_.push_back(Ready{static_cast<int>(i), slots_[i].generation});
     }
   }
   if (blocked) {
     for (size_t i = 1; i < pollfds_.size(); ++i) {
       if ((pollfds_[i].revents & (POLLIN | POLLERR | POLLHUP)) != 0) {
         const int slot = pollfd_slots_[i];
-        ready_.emplace_back(slot, slots_[slot].generation);
+        ready_.push_back(Ready{slot, slots_[slot].generation});
       }
     }
   }
-  for (const auto& [slot, generation] : ready_) {
-    const internal::WatchSlot& s = slots_[slot];
-    if (s.generation != generation ||
-        s.kind == internal::WatchSlot::Kind::kFree) {
-      continue;  // unwatched by an earlier on_ready
-    }
-    ++result.ready;
-    on_ready(s.cookie);
-  }
-  ready_.clear();
-  result.woken = wake_.Take();
-  if (deadline.has_value() && !result.timed_out) {
-    result.timed_out = MonotonicNow() >= *deadline;
-  }
+  ReportReady(deadline, on_ready, &result);
   return result;
 }
 

@@ -95,7 +95,6 @@ class FutexThreadPort final : public internal::PortBase {
   std::unique_ptr<std::atomic<bool>[]> changed_;
   std::vector<pollfd> pollfds_;  // [notify_fd_, watched fds...]; loop only
   std::vector<int> pollfd_slots_;  // slot of pollfds_[i], -1 for notify
-  std::vector<std::pair<int, uint32_t>> ready_;  // (slot, generation)
   std::atomic<pid_t> helper_tid_{0};
   std::thread helper_;
 };

@@ -46,7 +46,6 @@ uint64_t UringFutexPort::UserData(Op op, uint32_t slot, uint32_t generation) {
 UringFutexPort::UringFutexPort(const WakePortOptions& options, bool hard)
     : PortBase(options, ""), hard_(hard) {
   std::memset(&ring_, 0, sizeof(ring_));
-  ready_.reserve(slots_.size());
   pollfds_.reserve(slots_.size() + 2);
   pollfd_slots_.reserve(slots_.size() + 2);
 }
@@ -337,37 +336,13 @@ WaitResult UringFutexPort::Wait(std::optional<MonotonicTime> deadline,
 
   if (may_block && Spin(on_ready, &result)) return result;
 
-  bool blocked = false;
   ready_.clear();
-  hooks.BeginSleep();
-  const bool wake_pending = wake_.EnterSleep();
-  LoadObserved();
-  if (hooks.HasPendingWork()) {
-    result.pending_work = true;
-  } else if (!wake_pending) {
+  const bool blocked = SleepProtocol(hooks, &result, [&] {
     ArmAll();
-    blocked = true;
     if (!Block(deadline)) result.timed_out = true;
-  }
-  wake_.ExitSleep();
-  hooks.EndSleep();
-
+  });
   if (blocked) Reap();
-  for (const Ready& r : ready_) {
-    const internal::WatchSlot& s = slots_[r.slot];
-    // An earlier on_ready may have unwatched this slot.
-    if (s.generation != r.generation ||
-        s.kind == internal::WatchSlot::Kind::kFree) {
-      continue;
-    }
-    ++result.ready;
-    on_ready(s.cookie);
-  }
-  ready_.clear();
-  result.woken = wake_.Take();
-  if (deadline.has_value() && !result.timed_out) {
-    result.timed_out = MonotonicNow() >= *deadline;
-  }
+  ReportReady(deadline, on_ready, &result);
   return result;
 }
 

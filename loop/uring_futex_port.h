@@ -89,11 +89,6 @@ class UringFutexPort final : public internal::PortBase {
 
  private:
   enum class Op : uint8_t { kFutexWait = 1, kPoll = 2, kWakeRead = 3, kCancel = 4 };
-  struct Ready {
-    int slot;
-    uint32_t generation;
-  };
-
   UringFutexPort(const WakePortOptions& options, bool hard);
   static uint64_t UserData(Op op, uint32_t slot, uint32_t generation);
   void SignalLoop() override;
@@ -118,7 +113,6 @@ class UringFutexPort final : public internal::PortBase {
   std::vector<int> pollfd_slots_;   // slot of each pollfds_ entry (-1: ours)
   uint64_t wake_buffer_ = 0;
   bool wake_read_armed_ = false;
-  std::vector<Ready> ready_;  // reserved: max_watches
 };
 
 }  // namespace tether::loop

@@ -31,6 +31,42 @@ PortBase::PortBase(const WakePortOptions& options, std::string description)
   TETHER_LOOP_CHECK(options.max_watches > 0, "max_watches must be positive");
   TETHER_LOOP_CHECK(options.spin >= Duration::zero(), "negative spin");
   slots_.resize(static_cast<size_t>(options.max_watches));
+  ready_.reserve(slots_.size());
+}
+
+bool PortBase::SleepProtocol(SleepHooks& hooks, WaitResult* result,
+                             absl::FunctionRef<void()> block) {
+  bool blocked = false;
+  hooks.BeginSleep();
+  const bool wake_pending = wake_.EnterSleep();
+  LoadObserved();
+  if (hooks.HasPendingWork()) {
+    result->pending_work = true;
+  } else if (!wake_pending) {
+    block();
+    blocked = true;
+  }
+  wake_.ExitSleep();
+  hooks.EndSleep();
+  return blocked;
+}
+
+void PortBase::ReportReady(std::optional<MonotonicTime> deadline,
+                           absl::FunctionRef<void(uint64_t)> on_ready,
+                           WaitResult* result) {
+  for (const Ready& r : ready_) {
+    const WatchSlot& s = slots_[r.slot];
+    if (s.generation != r.generation || s.kind == WatchSlot::Kind::kFree) {
+      continue;  // unwatched by an earlier on_ready
+    }
+    ++result->ready;
+    on_ready(s.cookie);
+  }
+  ready_.clear();
+  result->woken = wake_.Take();
+  if (deadline.has_value() && !result->timed_out) {
+    result->timed_out = MonotonicNow() >= *deadline;
+  }
 }
 
 void PortBase::Wake() {

@@ -244,9 +244,30 @@ class PortBase : public WakePort {
   // Step 3: observed = word (seq_cst) for every watched word.
   void LoadObserved();
 
+  // Steps 2-6 of the sleep protocol, the same for every backend: announce
+  // (hooks.BeginSleep, the wake request's sleeping flag), load the words,
+  // re-check (hooks.HasPendingWork), and only if nothing is pending or
+  // requested run `block` (the backend's arm-and-block); then leave sleep
+  // (flag, hooks.EndSleep). Returns true if `block` ran. RT-safe.
+  bool SleepProtocol(SleepHooks& hooks, WaitResult* result,
+                     absl::FunctionRef<void()> block);
+
+  // A watch the backend found ready, tagged with the slot's generation.
+  struct Ready {
+    int slot;
+    uint32_t generation;
+  };
+  // Step 7: reports every ready_ entry whose slot is still the same watch
+  // (an earlier on_ready may have unwatched it), clears ready_, consumes
+  // the wake request and settles timed_out. RT-safe.
+  void ReportReady(std::optional<MonotonicTime> deadline,
+                   absl::FunctionRef<void(uint64_t)> on_ready,
+                   WaitResult* result);
+
   WakePortOptions options_;
   std::string description_;
   std::vector<WatchSlot> slots_;  // fixed size: options_.max_watches
+  std::vector<Ready> ready_;      // reserved: options_.max_watches
   int word_count_ = 0;
   WakeRequest wake_;
 
