@@ -14,10 +14,15 @@
 #include "loop/signals.h"
 #include "tools/arg_parser.h"
 #include "tools/builtin_schemas.h"
+#include "tools/clean.h"
 #include "tools/cli.h"
+#include "tools/channel_tool.h"
 #include "tools/doctor.h"
+#include "tools/echo.h"
 #include "tools/launcher.h"
 #include "tools/list.h"
+#include "tools/pub.h"
+#include "tools/stat.h"
 #include "transport/channel_handle.h"
 
 extern char** environ;
@@ -47,21 +52,6 @@ int RunDoctor(const ParsedArgs& args, std::ostream& out, std::ostream&) {
   return AnyFailed(results) ? kExitFailure : kExitOk;
 }
 
-// Options every command that touches channels shares.
-void AddChannelOptions(ArgParser& parser) {
-  parser.AddOption("root", "DIR", "directory holding channel instances",
-                   "/dev/shm/tether");
-  parser.AddOption("instance", "NAME", "stack instance (a folder under root)",
-                   "default");
-}
-
-shm::ChannelOptions ChannelOptionsFrom(const ParsedArgs& args) {
-  shm::ChannelOptions options;
-  options.root = args.Option("root");
-  options.instance = args.Option("instance");
-  return options;
-}
-
 ArgParser ListParser() {
   ArgParser parser(
       "tether list",
@@ -69,14 +59,14 @@ ArgParser ListParser() {
       "depth, rate, messages sent so far, registered publishers and pinning\n"
       "readers, and the shared memory each takes. Opening a channel also\n"
       "reclaims what dead processes left in it.");
-  AddChannelOptions(parser);
+  AddRootInstanceOptions(parser);
   parser.AddFlag("json", "print one JSON object");
   return parser;
 }
 
 int RunList(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   absl::StatusOr<std::vector<transport::ChannelSummary>> channels =
-      transport::ListChannels(ChannelOptionsFrom(args));
+      transport::ListChannels(RootInstanceFrom(args));
   if (!channels.ok()) {
     err << "tether list: " << channels.status().message() << "\n";
     return kExitFailure;
@@ -101,7 +91,7 @@ ArgParser LaunchParser() {
       "/tether/launcher/status.\n"
       "Exits 1 if a node failed for good (or never started), else 0.");
   parser.AddPositional("stack", "the stack config (JSON)");
-  AddChannelOptions(parser);
+  AddRootInstanceOptions(parser);
   parser.AddOption("duration", "SECONDS",
                    "stop the stack after this long (default: run until "
                    "Ctrl-C or every node has ended)");
@@ -140,7 +130,7 @@ bool ParseSeconds(const ParsedArgs& args, const char* name, bool positive,
 int RunLaunch(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   LaunchOptions options;
   options.stack_path = args.Positional("stack");
-  options.channels = ChannelOptionsFrom(args);
+  options.channels = RootInstanceFrom(args);
   options.working_directory = args.Option("workdir");
   options.status_json_path = args.Option("status-json");
   options.status_channel = !args.Flag("no-status-channel");
@@ -195,6 +185,14 @@ constexpr Command kCommands[] = {
      "start a stack: channels, then nodes in order, with restarts and "
      "clean shutdown",
      &LaunchParser, &RunLaunch},
+    {"echo", "print a channel's messages as JSON lines, with losses",
+     &EchoParser, &RunEchoCommand},
+    {"pub", "publish a JSON message on a channel, once or at a rate",
+     &PubParser, &RunPubCommand},
+    {"stat", "live rate, loss and latency of channels, with a summary",
+     &StatParser, &RunStatCommand},
+    {"clean", "remove channels no live process uses, and creators' leftovers",
+     &CleanParser, &RunCleanCommand},
 };
 
 }  // namespace

@@ -1,0 +1,150 @@
+// The real `tether` binary (a data dependency): pub a JSON message, then
+// echo --count 1 --from-oldest prints it; stat and clean run end to end.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "capnp/message.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/shm/shm_test_util.h"
+#include "tests/tools/json_test_parser.h"
+#include "tests/transport/framing_test.capnp.h"
+#include "transport/channel_handle.h"
+#include "transport/config.capnp.h"
+#include "transport/schema_registry.h"
+
+extern char** environ;
+
+namespace tether::tools {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Outcome {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string TetherPath() {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  if (srcdir == nullptr || workspace == nullptr) return "tools/tether";
+  return std::string(srcdir) + "/" + workspace + "/tools/tether";
+}
+
+Outcome RunTether(std::vector<std::string> args) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = tmp != nullptr ? tmp : "/tmp";
+  const std::string out_path = dir + "/tether.out";
+  const std::string err_path = dir + "/tether.err";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const std::string path = TetherPath();
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(path.c_str()));
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  Outcome outcome;
+  const int rc =
+      posix_spawn(&pid, path.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    ADD_FAILURE() << "cannot run " << path;
+    return outcome;
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  outcome.code =
+      WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  outcome.out = Slurp(out_path);
+  outcome.err = Slurp(err_path);
+  return outcome;
+}
+
+TEST(ChannelCommandsBinary, PubThenEchoPrintsTheMessage) {
+  shm::testing::ScopedRoot root;
+  transport::SchemaRegistry schemas;
+  schemas.Register<Scalars>();
+  capnp::MallocMessageBuilder m;
+  auto c = m.initRoot<transport::config::Channel>();
+  c.setName("/robot/scalars");
+  c.setType("tests/transport/framing_test.capnp:Scalars");
+  c.setMaxSize(256);
+  c.setQueueDepth(8);
+  c.setMaxPublishers(1);
+  c.setMaxPinned(2);
+  {
+    auto ch = transport::ChannelHandle::Create(root.options(), c.asReader(),
+                                               schemas);
+    ASSERT_TRUE(ch.ok()) << ch.status();
+  }
+  const std::vector<std::string> where = {"--root", root.root(), "--instance",
+                                          "test"};
+  auto with = [&](std::vector<std::string> args) {
+    args.insert(args.end(), where.begin(), where.end());
+    return args;
+  };
+
+  Outcome pub = RunTether(
+      with({"pub", "/robot/scalars", R"({"i64": "7", "f64": 2.5})"}));
+  ASSERT_EQ(pub.code, 0) << pub.err;
+  EXPECT_THAT(pub.out, HasSubstr("published 1 message on /robot/scalars"));
+
+  Outcome echo = RunTether(
+      with({"echo", "/robot/scalars", "--count", "1", "--from-oldest"}));
+  ASSERT_EQ(echo.code, 0) << echo.err;
+  auto json = test::ParseJson(echo.out);
+  ASSERT_TRUE(json.ok()) << json.status() << "\n" << echo.out;
+  EXPECT_EQ(json->Find("i64")->string, "7");
+  EXPECT_EQ(json->Find("f64")->number, 2.5);
+  EXPECT_THAT(echo.err, HasSubstr("1 printed, missed 0"));
+
+  Outcome bad = RunTether(with({"pub", "/robot/scalars", R"({"i64": })"}));
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("JSON does not fit"));
+
+  Outcome stat = RunTether(
+      with({"stat", "--duration", "0.2", "--interval", "0.1"}));
+  EXPECT_EQ(stat.code, 0) << stat.err;
+  EXPECT_THAT(stat.out, HasSubstr("=== summary over"));
+  EXPECT_THAT(stat.out, HasSubstr("/robot/scalars"));
+
+  Outcome clean = RunTether(with({"clean"}));
+  EXPECT_EQ(clean.code, 0) << clean.err;
+  EXPECT_THAT(clean.out, HasSubstr("removed /robot/scalars"));
+  EXPECT_THAT(clean.out, HasSubstr("removed empty directory"));
+
+  for (const char* cmd : {"echo", "pub", "stat", "clean"}) {
+    Outcome help = RunTether({cmd, "--help"});
+    EXPECT_EQ(help.code, 0) << cmd;
+    EXPECT_THAT(help.out, HasSubstr(std::string("usage: tether ") + cmd));
+  }
+  Outcome top = RunTether({"--help"});
+  for (const char* cmd : {"echo", "pub", "stat", "clean"}) {
+    EXPECT_THAT(top.out, HasSubstr(cmd));
+  }
+}
+
+}  // namespace
+}  // namespace tether::tools

@@ -1,0 +1,378 @@
+// tether echo, pub, stat and clean as libraries, over real channels in a
+// unique shm root: output lines, losses, rate limiting, errors, statistics
+// and what clean removes and keeps.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "capnp/message.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/shm/shm_test_util.h"
+#include "tests/tools/json_test_parser.h"
+#include "tests/transport/framing_test.capnp.h"
+#include "tools/clean.h"
+#include "tools/cli.h"
+#include "tools/echo.h"
+#include "tools/pub.h"
+#include "tools/stat.h"
+#include "transport/config.capnp.h"
+#include "transport/schema_registry.h"
+#include "transport/typed_endpoints.h"
+
+namespace tether::tools {
+namespace {
+
+using ::testing::ContainsRegex;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class ChannelCommandsTest : public ::testing::Test {
+ protected:
+  ChannelCommandsTest() { schemas_.Register<Scalars>(); }
+
+  std::unique_ptr<transport::ChannelHandle> MakeChannel(
+      const std::string& name, uint32_t depth = 16, uint32_t publishers = 2,
+      uint32_t pinned = 2) {
+    capnp::MallocMessageBuilder m;
+    auto c = m.initRoot<transport::config::Channel>();
+    c.setName(name);
+    c.setType("tests/transport/framing_test.capnp:Scalars");
+    c.setMaxSize(256);
+    c.setFrequencyHz(1000);
+    c.setQueueDepth(depth);
+    c.setMaxPublishers(publishers);
+    c.setMaxPinned(pinned);
+    auto ch = transport::ChannelHandle::Create(root_.options(), c.asReader(),
+                                               schemas_);
+    EXPECT_TRUE(ch.ok()) << ch.status();
+    return ch.ok() ? std::move(*ch) : nullptr;
+  }
+
+  void Send(transport::ChannelHandle* ch, int64_t first, int n) {
+    auto pub = transport::Publisher<Scalars>::Create(ch);
+    ASSERT_TRUE(pub.ok()) << pub.status();
+    for (int i = 0; i < n; ++i) {
+      auto loan = (*pub)->MakeLoan();
+      loan.root().setI64(first + i);
+      ASSERT_EQ((*pub)->Send(std::move(loan)).status,
+                transport::PublishStatus::kOk);
+    }
+  }
+
+  EchoOptions Echo(const std::string& name) {
+    EchoOptions o;
+    o.channels = root_.options();
+    o.channel = name;
+    return o;
+  }
+
+  static std::vector<std::string> Lines(const std::string& text) {
+    std::vector<std::string> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+  }
+
+  shm::testing::ScopedRoot root_;
+  transport::SchemaRegistry schemas_;
+};
+
+TEST_F(ChannelCommandsTest, EchoPrintsEachMessageAsOneJsonLine) {
+  auto ch = MakeChannel("/robot/scalars");
+  Send(ch.get(), 5, 3);
+  EchoOptions o = Echo("/robot/scalars");
+  o.count = 3;
+  o.from_oldest = true;
+  std::ostringstream out, err;
+  ASSERT_EQ(RunEcho(o, out, err), kExitOk) << err.str();
+  std::vector<std::string> lines = Lines(out.str());
+  ASSERT_EQ(lines.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_THAT(lines[i], HasSubstr("\"i64\":\"" + std::to_string(5 + i) + "\""));
+    EXPECT_TRUE(test::ParseJson(lines[i]).ok()) << lines[i];
+  }
+  EXPECT_THAT(err.str(), HasSubstr("3 printed, missed 0"));
+}
+
+TEST_F(ChannelCommandsTest, EchoContextWrapsTheMessage) {
+  auto ch = MakeChannel("/robot/scalars");
+  Send(ch.get(), 9, 2);
+  EchoOptions o = Echo("/robot/scalars");
+  o.count = 2;
+  o.from_oldest = true;
+  o.context = true;
+  std::ostringstream out, err;
+  ASSERT_EQ(RunEcho(o, out, err), kExitOk) << err.str();
+  std::vector<std::string> lines = Lines(out.str());
+  ASSERT_EQ(lines.size(), 2u);
+  auto json = test::ParseJson(lines[1]);
+  ASSERT_TRUE(json.ok()) << lines[1];
+  EXPECT_EQ(json->Find("queue_index")->number, 1);
+  EXPECT_EQ(json->Find("publisher_pid")->number, ::getpid());
+  EXPECT_EQ(json->Find("missed")->number, 0);
+  EXPECT_GE(json->Find("latency_us")->number, 0);
+  EXPECT_GT(json->Find("monotonic_send_ns")->number, 0);
+  ASSERT_NE(json->Find("realtime_send_ns"), nullptr);
+  EXPECT_EQ(json->Find("message")->Find("i64")->string, "10");
+}
+
+TEST_F(ChannelCommandsTest, EchoRateSkipsAndCountsSkipped) {
+  auto ch = MakeChannel("/robot/scalars");
+  Send(ch.get(), 0, 5);
+  EchoOptions o = Echo("/robot/scalars");
+  o.from_oldest = true;
+  o.rate_hz = 0.001;  // one line per 1000 s: only the first is printed
+  int polls = 0;
+  o.stop = [&polls] { return ++polls > 7; };  // 5 messages, 1 wait, stop
+  std::ostringstream out, err;
+  ASSERT_EQ(RunEcho(o, out, err), kExitOk) << err.str();
+  EXPECT_EQ(Lines(out.str()).size(), 1u);
+  EXPECT_THAT(err.str(), HasSubstr("1 printed, 4 skipped by --rate"));
+}
+
+TEST_F(ChannelCommandsTest, EchoReportsLostMessages) {
+  auto ch = MakeChannel("/robot/scalars", /*depth=*/4);
+  EchoOptions o = Echo("/robot/scalars");
+  o.count = 2;
+  bool sent = false;
+  // Once the subscriber exists, overrun it: 12 messages into a depth of 4.
+  o.stop = [&] {
+    if (!sent) {
+      sent = true;
+      Send(ch.get(), 100, 12);
+    }
+    return false;
+  };
+  std::ostringstream out, err;
+  ASSERT_EQ(RunEcho(o, out, err), kExitOk) << err.str();
+  EXPECT_THAT(err.str(), ContainsRegex("missed [1-9][0-9]* messages before"));
+  EXPECT_THAT(err.str(), ContainsRegex("2 printed, missed [1-9]"));
+  EXPECT_EQ(Lines(out.str()).size(), 2u);
+}
+
+TEST_F(ChannelCommandsTest, EchoFallsBackToUnpinnedCopies) {
+  auto ch = MakeChannel("/robot/scalars", 16, 2, /*pinned=*/1);
+  Send(ch.get(), 1, 1);
+  // Take the only pin.
+  auto holder = transport::RawSubscriber::Create(ch.get(), {.pin = true});
+  ASSERT_TRUE(holder.ok()) << holder.status();
+  EchoOptions o = Echo("/robot/scalars");
+  o.count = 1;
+  o.from_oldest = true;
+  std::ostringstream out, err;
+  ASSERT_EQ(RunEcho(o, out, err), kExitOk) << err.str();
+  EXPECT_THAT(out.str(), HasSubstr("\"i64\":\"1\""));
+  EXPECT_THAT(err.str(), HasSubstr("unpinned"));
+}
+
+TEST_F(ChannelCommandsTest, EchoUnknownChannelListsExisting) {
+  auto ch = MakeChannel("/robot/scalars");
+  std::ostringstream out, err;
+  EXPECT_EQ(RunEcho(Echo("/nope"), out, err), kExitFailure);
+  EXPECT_THAT(err.str(), HasSubstr("no channel /nope"));
+  EXPECT_THAT(err.str(), HasSubstr("/robot/scalars"));
+}
+
+TEST_F(ChannelCommandsTest, PubPublishesJsonThatEchoReadsBack) {
+  auto ch = MakeChannel("/robot/scalars");
+  PubOptions p;
+  p.channels = root_.options();
+  p.channel = "/robot/scalars";
+  p.json = R"({"i64": "42", "f64": 1.5, "flag": true})";
+  p.count = 2;
+  std::ostringstream out, err;
+  ASSERT_EQ(RunPub(p, out, err), kExitOk) << err.str();
+  EXPECT_THAT(out.str(), HasSubstr("published 2 messages on /robot/scalars"));
+  auto sub = transport::Subscriber<Scalars>::Create(
+      ch.get(), {.pin = true, .from_oldest = true});
+  ASSERT_TRUE(sub.ok());
+  transport::Message<Scalars> m;
+  ASSERT_EQ((*sub)->Next(&m), transport::ReceiveStatus::kOk);
+  EXPECT_EQ(m.root.getI64(), 42);
+  EXPECT_EQ(m.root.getF64(), 1.5);
+  EXPECT_TRUE(m.root.getFlag());
+  ASSERT_EQ((*sub)->Next(&m), transport::ReceiveStatus::kOk);
+  EXPECT_EQ(m.root.getI64(), 42);
+}
+
+TEST_F(ChannelCommandsTest, PubRejectsBadJsonNamingTheProblem) {
+  auto ch = MakeChannel("/robot/scalars");
+  PubOptions p;
+  p.channels = root_.options();
+  p.channel = "/robot/scalars";
+  for (const char* json :
+       {R"({"i64": "abc"})", R"({"i64": )", R"({"speed": 1})"}) {
+    p.json = json;
+    std::ostringstream out, err;
+    EXPECT_EQ(RunPub(p, out, err), kExitUsage) << json;
+    EXPECT_THAT(err.str(), HasSubstr("JSON does not fit")) << json;
+    EXPECT_THAT(err.str(), HasSubstr("Scalars")) << json;
+  }
+  std::ostringstream out, err;
+  p.json = R"({"speed": 1})";
+  EXPECT_EQ(RunPub(p, out, err), kExitUsage);
+  EXPECT_THAT(err.str(), HasSubstr("speed"));
+  EXPECT_EQ(ch->shm()->Stats().next_queue_index, 0u);  // nothing sent
+}
+
+TEST_F(ChannelCommandsTest, PubUnknownChannelAndFullChannel) {
+  auto ch = MakeChannel("/robot/scalars", 16, /*publishers=*/1);
+  PubOptions p;
+  p.channels = root_.options();
+  p.channel = "/robot/other";
+  p.json = "{}";
+  std::ostringstream out, err;
+  EXPECT_EQ(RunPub(p, out, err), kExitFailure);
+  EXPECT_THAT(err.str(), HasSubstr("no channel /robot/other"));
+  EXPECT_THAT(err.str(), HasSubstr("channels there: /robot/scalars"));
+
+  auto holder = transport::RawPublisher::Create(ch.get());
+  ASSERT_TRUE(holder.ok());
+  p.channel = "/robot/scalars";
+  std::ostringstream out2, err2;
+  EXPECT_EQ(RunPub(p, out2, err2), kExitFailure);
+  EXPECT_THAT(err2.str(), HasSubstr("maxPublishers"));
+}
+
+TEST(StatRow, PercentilesRateAndTable) {
+  std::vector<int64_t> ns;
+  for (int i = 100; i >= 1; --i) ns.push_back(i * 1000);
+  StatRow row = MakeStatRow("/a", 100, 3, 2.0, ns);
+  EXPECT_EQ(row.rate_hz, 50);
+  EXPECT_EQ(row.p50_us, 50);
+  EXPECT_EQ(row.p99_us, 99);
+  EXPECT_EQ(row.max_us, 100);
+  std::vector<int64_t> none;
+  StatRow empty = MakeStatRow("/b", 0, 0, 1.0, none);
+  EXPECT_EQ(empty.max_us, 0);
+  std::string table = FormatStatTable({row, empty});
+  EXPECT_THAT(table, HasSubstr("CHANNEL"));
+  EXPECT_THAT(table, HasSubstr("P99 US"));
+  EXPECT_THAT(table, ContainsRegex("/a +100 +3 +50.0 +50.0 +99.0 +100.0"));
+}
+
+TEST_F(ChannelCommandsTest, StatCountsWhatItSees) {
+  auto busy = MakeChannel("/busy");
+  auto idle = MakeChannel("/idle");
+  std::atomic<bool> done{false};
+  std::thread publisher([&] {
+    auto pub = transport::Publisher<Scalars>::Create(busy.get());
+    ASSERT_TRUE(pub.ok());
+    while (!done) {
+      auto loan = (*pub)->MakeLoan();
+      (void)(*pub)->Send(std::move(loan));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  StatOptions o;
+  o.channels = root_.options();  // every channel
+  o.duration = std::chrono::milliseconds(400);
+  o.interval = std::chrono::milliseconds(100);
+  std::ostringstream out, err;
+  const int code = RunStat(o, out, err);
+  done = true;
+  publisher.join();
+  ASSERT_EQ(code, kExitOk) << err.str();
+  const std::string text = out.str();
+  EXPECT_THAT(text, HasSubstr("--- 0.1 s ---"));
+  const size_t summary = text.find("=== summary over");
+  ASSERT_NE(summary, std::string::npos) << text;
+  std::vector<std::string> lines = Lines(text.substr(summary));
+  ASSERT_EQ(lines.size(), 4u) << text;  // title, header, /busy, /idle
+  unsigned long long messages = 0, missed = 0;
+  ASSERT_EQ(std::sscanf(lines[2].c_str(), "/busy %llu %llu", &messages,
+                        &missed), 2)
+      << lines[2];
+  EXPECT_GT(messages, 0u);
+  EXPECT_THAT(lines[3], ContainsRegex("^/idle +0 +0 "));
+}
+
+TEST_F(ChannelCommandsTest, StatUnknownChannelFails) {
+  StatOptions o;
+  o.channels = root_.options();
+  o.names = {"/nope"};
+  o.duration = std::chrono::milliseconds(10);
+  std::ostringstream out, err;
+  EXPECT_EQ(RunStat(o, out, err), kExitFailure);
+  EXPECT_THAT(err.str(), HasSubstr("no channel /nope"));
+}
+
+// A child process registers a publisher and dies without deregistering.
+void PublishFromDyingChild(transport::ChannelHandle* ch) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto pub = transport::RawPublisher::Create(ch);
+    ::_exit(pub.ok() ? 0 : 1);  // no destructor: registration left behind
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+pid_t DeadPid() {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  return child;
+}
+
+TEST_F(ChannelCommandsTest, CleanRemovesStaleKeepsLive) {
+  auto stale = MakeChannel("/stale");
+  PublishFromDyingChild(stale.get());
+  EXPECT_EQ(stale->shm()->Stats().publishers, 1);  // not yet swept
+  auto live = MakeChannel("/live");
+  auto live_pub = transport::RawPublisher::Create(live.get());
+  ASSERT_TRUE(live_pub.ok());
+  const std::string dir = root_.root() + "/test/";
+  const std::string dead_tmp =
+      ".%2Fx.tmp." + std::to_string(DeadPid()) + ".0";
+  const std::string live_tmp = ".%2Fy.tmp." + std::to_string(::getpid()) + ".0";
+  std::ofstream(dir + dead_tmp) << "x";
+  std::ofstream(dir + live_tmp) << "x";
+
+  // Dry run: reports, changes nothing.
+  auto dry = CleanInstance(root_.options(), /*dry_run=*/true);
+  ASSERT_TRUE(dry.ok()) << dry.status();
+  std::string text = FormatCleanReport(*dry, true);
+  EXPECT_THAT(text, HasSubstr("would remove /stale"));
+  EXPECT_THAT(text, HasSubstr("would remove " + dead_tmp));
+  EXPECT_EQ(shm::Channel::List(root_.options())->size(), 2u);
+
+  auto report = CleanInstance(root_.options(), /*dry_run=*/false);
+  ASSERT_TRUE(report.ok()) << report.status();
+  text = FormatCleanReport(*report, false);
+  EXPECT_THAT(text, HasSubstr("removed /stale: no live publisher"));
+  EXPECT_THAT(text, HasSubstr("/live: kept: in use by 1 live publisher"));
+  EXPECT_THAT(text, HasSubstr("removed " + dead_tmp));
+  EXPECT_THAT(text, HasSubstr(live_tmp + ": kept: temporary file of live"));
+  EXPECT_THAT(text, Not(HasSubstr("empty directory")));
+  EXPECT_EQ(*shm::Channel::List(root_.options()),
+            std::vector<std::string>{"/live"});
+  EXPECT_NE(::access((dir + live_tmp).c_str(), F_OK), -1);
+  EXPECT_EQ(::access((dir + dead_tmp).c_str(), F_OK), -1);
+  EXPECT_EQ(live->shm()->Stats().publishers, 1);
+}
+
+TEST_F(ChannelCommandsTest, CleanRemovesEmptiedInstanceDirectory) {
+  auto stale = MakeChannel("/stale");
+  stale.reset();
+  auto report = CleanInstance(root_.options(), false);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(report->directory_removed);
+  EXPECT_THAT(FormatCleanReport(*report, false),
+              HasSubstr("removed empty directory"));
+  EXPECT_EQ(::access((root_.root() + "/test").c_str(), F_OK), -1);
+  auto again = CleanInstance(root_.options(), false);
+  ASSERT_TRUE(again.ok());
+  EXPECT_THAT(FormatCleanReport(*again, false), HasSubstr("nothing to clean"));
+}
+
+}  // namespace
+}  // namespace tether::tools

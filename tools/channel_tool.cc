@@ -1,0 +1,126 @@
+#include "tools/channel_tool.h"
+
+#include <time.h>
+
+#include <cmath>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "loop/signals.h"
+#include "shm/futex.h"
+
+namespace tether::tools {
+
+void AddRootInstanceOptions(ArgParser& parser) {
+  parser.AddOption("root", "DIR", "directory holding channel instances",
+                   "/dev/shm/tether");
+  parser.AddOption("instance", "NAME", "stack instance (a folder under root)",
+                   "default");
+}
+
+shm::ChannelOptions RootInstanceFrom(const ParsedArgs& args) {
+  shm::ChannelOptions options;
+  options.root = args.Option("root");
+  options.instance = args.Option("instance");
+  return options;
+}
+
+absl::StatusOr<std::unique_ptr<transport::ChannelHandle>> OpenChannelByName(
+    const shm::ChannelOptions& options, const std::string& name) {
+  auto handle = transport::ChannelHandle::Open(options, name);
+  if (handle.ok() || !absl::IsNotFound(handle.status())) return handle;
+  std::string where = options.root + "/" + options.instance;
+  absl::StatusOr<std::vector<std::string>> names = shm::Channel::List(options);
+  std::string existing;
+  if (!names.ok() || names->empty()) {
+    existing = "there are no channels there";
+  } else {
+    existing = "channels there: " + absl::StrJoin(*names, ", ");
+  }
+  return absl::NotFoundError(absl::StrCat("no channel ", name, " in ", where,
+                                          " (", existing,
+                                          "; see tether list)"));
+}
+
+absl::StatusOr<TypedChannel> OpenTypedChannel(
+    const shm::ChannelOptions& options, const std::string& name) {
+  auto handle = OpenChannelByName(options, name);
+  if (!handle.ok()) return handle.status();
+  TypedChannel typed;
+  typed.handle = std::move(*handle);
+  typed.schemas = std::make_unique<transport::SchemaRegistry>();
+  absl::Status added = typed.schemas->AddCodeGeneratorRequest(
+      typed.handle->schema(), typed.handle->type_id());
+  if (!added.ok()) {
+    return absl::DataLossError(absl::StrCat("channel ", name,
+                                            " carries no usable schema: ",
+                                            added.message()));
+  }
+  std::optional<capnp::StructSchema> type =
+      typed.schemas->Find(typed.handle->type_id());
+  if (!type.has_value()) {
+    return absl::DataLossError(absl::StrCat("channel ", name, " type ",
+                                            typed.handle->type_name(),
+                                            " is missing from its schema"));
+  }
+  typed.type = *type;
+  return typed;
+}
+
+void WaitForMessage(transport::RawSubscriber& sub,
+                    std::chrono::milliseconds timeout) {
+  shm::Channel* channel = sub.channel()->shm();
+  channel->BeginSleep();
+  const uint32_t word = channel->LoadWakeWord();
+  if (!sub.HasNext()) {
+    timespec ts;
+    ts.tv_sec = timeout.count() / 1000;
+    ts.tv_nsec = (timeout.count() % 1000) * 1'000'000;
+    shm::FutexWait(channel->wake_word(), word, &ts);
+  }
+  channel->EndSleep();
+}
+
+int64_t MonotonicNowNs() {
+  timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+bool ParseCountOption(const ParsedArgs& args, const char* command,
+                      const char* name, uint64_t* out, std::ostream& err) {
+  if (!absl::SimpleAtoi(args.Option(name), out)) {
+    err << command << ": --" << name << " " << args.Option(name)
+        << " is not a count (0, 1, 2, ...); see " << command << " --help\n";
+    return false;
+  }
+  return true;
+}
+
+bool ParsePositiveOption(const ParsedArgs& args, const char* command,
+                         const char* name, double* out, std::ostream& err) {
+  if (!absl::SimpleAtod(args.Option(name), out) || !std::isfinite(*out) ||
+      *out <= 0 || *out > 1e9) {
+    err << command << ": --" << name << " " << args.Option(name)
+        << " is not a number > 0; see " << command << " --help\n";
+    return false;
+  }
+  return true;
+}
+
+std::shared_ptr<void> InstallStop(const char* command, StopFn* stop,
+                                  std::ostream& err) {
+  absl::StatusOr<std::unique_ptr<loop::StopSignals>> signals =
+      loop::StopSignals::Install({.signals = {SIGINT, SIGTERM, SIGHUP}});
+  if (!signals.ok()) {
+    err << command << ": " << signals.status().message() << "\n";
+    return nullptr;
+  }
+  std::shared_ptr<loop::StopSignals> guard = std::move(*signals);
+  loop::StopSignals* raw = guard.get();
+  *stop = [raw] { return raw->stop_requested(); };
+  return guard;
+}
+
+}  // namespace tether::tools

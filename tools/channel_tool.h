@@ -1,0 +1,70 @@
+// tools: what the channel commands (echo, pub, stat, clean) share: the
+// --root/--instance options, opening a channel by name with the schema it
+// carries, number options, a bounded wait for a subscriber and Ctrl-C.
+#ifndef TETHER_TOOLS_CHANNEL_TOOL_H_
+#define TETHER_TOOLS_CHANNEL_TOOL_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "capnp/schema.h"
+#include "shm/channel.h"
+#include "tools/arg_parser.h"
+#include "transport/channel_handle.h"
+#include "transport/raw_endpoints.h"
+#include "transport/schema_registry.h"
+
+namespace tether::tools {
+
+// Polled by long-running commands at least every 100 ms; true ends them.
+// Empty means "never".
+using StopFn = std::function<bool()>;
+
+// --root and --instance (same defaults as `tether list`).
+void AddRootInstanceOptions(ArgParser& parser);
+shm::ChannelOptions RootInstanceFrom(const ParsedArgs& args);
+
+// A channel opened by name with its message type loaded from the schema
+// blob the channel carries (no compiled-in schemas needed).
+struct TypedChannel {
+  std::unique_ptr<transport::ChannelHandle> handle;
+  std::unique_ptr<transport::SchemaRegistry> schemas;  // owns `type`
+  capnp::StructSchema type;
+};
+
+// Opens `name`; NotFound lists the channels that do exist in the instance.
+absl::StatusOr<std::unique_ptr<transport::ChannelHandle>> OpenChannelByName(
+    const shm::ChannelOptions& options, const std::string& name);
+absl::StatusOr<TypedChannel> OpenTypedChannel(
+    const shm::ChannelOptions& options, const std::string& name);
+
+// Blocks until `sub` has something (or a spurious wake), at most `timeout`,
+// without spinning: BeginSleep -> LoadWakeWord -> HasNext -> FutexWait ->
+// EndSleep on the channel's wake word.
+void WaitForMessage(transport::RawSubscriber& sub,
+                    std::chrono::milliseconds timeout =
+                        std::chrono::milliseconds(100));
+
+int64_t MonotonicNowNs();
+
+// Option parsers: print "<command>: --name VALUE is not ..." on `err` and
+// return false on a bad value.
+bool ParseCountOption(const ParsedArgs& args, const char* command,
+                      const char* name, uint64_t* out, std::ostream& err);
+// A finite number > 0 (rates in Hz, seconds).
+bool ParsePositiveOption(const ParsedArgs& args, const char* command,
+                         const char* name, double* out, std::ostream& err);
+
+// Installs SIGINT/SIGTERM handling for the life of the returned guard and
+// sets *stop to poll it. On failure writes to err and returns null.
+std::shared_ptr<void> InstallStop(const char* command, StopFn* stop,
+                                  std::ostream& err);
+
+}  // namespace tether::tools
+
+#endif  // TETHER_TOOLS_CHANNEL_TOOL_H_

@@ -1,0 +1,164 @@
+#include "tools/echo.h"
+
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "tools/cli.h"
+#include "transport/dynamic.h"
+
+namespace tether::tools {
+
+std::string FormatEchoLine(const std::string& message_json,
+                           const transport::MessageContext& c,
+                           bool with_context) {
+  if (!with_context) return message_json;
+  const double latency_us =
+      (c.monotonic_receive_ns - c.monotonic_send_ns) / 1000.0;
+  return absl::StrFormat(
+      "{\"queue_index\":%u,\"monotonic_send_ns\":%d,\"realtime_send_ns\":%d,"
+      "\"publisher_pid\":%u,\"latency_us\":%.1f,\"missed\":%u,"
+      "\"message\":%s}",
+      c.queue_index, c.monotonic_send_ns, c.realtime_send_ns, c.publisher_pid,
+      latency_us, c.missed, message_json);
+}
+
+int RunEcho(const EchoOptions& options, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<TypedChannel> channel =
+      OpenTypedChannel(options.channels, options.channel);
+  if (!channel.ok()) {
+    err << "tether echo: " << channel.status().message() << "\n";
+    return kExitFailure;
+  }
+  transport::SubscriberOptions sub_options{.pin = !options.force_unpinned,
+                                           .from_oldest = options.from_oldest};
+  auto sub = transport::RawSubscriber::Create(channel->handle.get(),
+                                              sub_options);
+  if (!sub.ok() && sub_options.pin &&
+      absl::IsResourceExhausted(sub.status())) {
+    sub_options.pin = false;
+    sub = transport::RawSubscriber::Create(channel->handle.get(), sub_options);
+  }
+  if (!sub.ok()) {
+    err << "tether echo: " << options.channel << ": "
+        << sub.status().message() << "\n";
+    return kExitFailure;
+  }
+  const bool pinned = sub_options.pin;
+  if (!pinned) {
+    err << "tether echo: note: reading " << options.channel
+        << " unpinned (its pins are "
+        << (options.force_unpinned ? "not used" : "all taken")
+        << "); each message is copied and dropped if overwritten while read\n";
+  }
+
+  const int64_t min_gap_ns =
+      options.rate_hz > 0 ? static_cast<int64_t>(1e9 / options.rate_hz) : 0;
+  int64_t next_print_ns = 0;
+  uint64_t printed = 0, skipped = 0, missed = 0, bad = 0;
+  std::vector<uint64_t> copy;  // unpinned: aligned copy of the message
+  int exit_code = kExitOk;
+  while (options.count == 0 || printed < options.count) {
+    if (options.stop && options.stop()) break;
+    transport::RawMessage m;
+    const transport::ReceiveStatus status = (*sub)->Next(&m);
+    if (status == transport::ReceiveStatus::kNothingNew) {
+      WaitForMessage(**sub);
+      continue;
+    }
+    if (status != transport::ReceiveStatus::kOk) {
+      err << "tether echo: " << options.channel << ": "
+          << transport::ToString(status) << "\n";
+      exit_code = kExitFailure;
+      break;
+    }
+    if (m.context.missed > 0) {
+      missed += m.context.missed;
+      err << "tether echo: missed " << m.context.missed
+          << " messages before queue index " << m.context.queue_index << "\n";
+    }
+    const int64_t now = m.context.monotonic_receive_ns;
+    if (min_gap_ns > 0 && now < next_print_ns) {
+      ++skipped;
+      (*sub)->Release();
+      continue;
+    }
+    std::span<const std::byte> bytes = m.bytes;
+    if (!pinned) {
+      copy.assign((bytes.size() + 7) / 8, 0);
+      std::memcpy(copy.data(), bytes.data(), bytes.size());
+      if (!(*sub)->StillValid(m)) {
+        (*sub)->Release();
+        ++missed;
+        err << "tether echo: missed 1 message (queue index "
+            << m.context.queue_index << " overwritten while copied)\n";
+        continue;
+      }
+      bytes = {reinterpret_cast<const std::byte*>(copy.data()), bytes.size()};
+    }
+    absl::StatusOr<std::string> json = transport::MessageToJson(channel->type,
+                                                                bytes);
+    (*sub)->Release();
+    if (!json.ok()) {
+      ++bad;
+      err << "tether echo: queue index " << m.context.queue_index << ": "
+          << json.status().message() << "\n";
+      continue;
+    }
+    out << FormatEchoLine(*json, m.context, options.context) << "\n";
+    out.flush();
+    ++printed;
+    if (min_gap_ns > 0) next_print_ns = now + min_gap_ns;
+  }
+  err << "tether echo: " << printed << " printed";
+  if (skipped > 0) err << ", " << skipped << " skipped by --rate";
+  err << ", missed " << missed;
+  if (bad > 0) err << ", " << bad << " undecodable";
+  err << "\n";
+  return exit_code;
+}
+
+ArgParser EchoParser() {
+  ArgParser parser(
+      "tether echo",
+      "Prints each message of CHANNEL as one JSON line, decoded with the\n"
+      "schema the channel carries. Lost messages are reported on stderr\n"
+      "(\"missed N\"), with a tally at the end. Sleeps on the channel's futex\n"
+      "between messages. Ctrl-C (or --count) ends it. Reads pinned; if the\n"
+      "channel's pins are all taken, reads unpinned copies (with a note).");
+  parser.AddPositional("channel", "the channel, e.g. /robot/imu");
+  AddRootInstanceOptions(parser);
+  parser.AddOption("count", "N", "stop after printing N messages (0: never)",
+                   "0");
+  parser.AddOption("rate", "HZ",
+                   "print at most HZ lines a second (the others are skipped "
+                   "and counted)");
+  parser.AddFlag("context",
+                 "add queue index, send times, publisher pid, latency "
+                 "(receive - send) and missed to each line");
+  parser.AddFlag("from-oldest",
+                 "start with the oldest message still in the channel");
+  return parser;
+}
+
+int RunEchoCommand(const ParsedArgs& args, std::ostream& out,
+                   std::ostream& err) {
+  EchoOptions options;
+  options.channels = RootInstanceFrom(args);
+  options.channel = args.Positional("channel");
+  options.context = args.Flag("context");
+  options.from_oldest = args.Flag("from-oldest");
+  if (!ParseCountOption(args, "tether echo", "count", &options.count, err)) {
+    return kExitUsage;
+  }
+  if (args.HasOption("rate") &&
+      !ParsePositiveOption(args, "tether echo", "rate", &options.rate_hz,
+                           err)) {
+    return kExitUsage;
+  }
+  std::shared_ptr<void> guard = InstallStop("tether echo", &options.stop, err);
+  if (guard == nullptr) return kExitFailure;
+  return RunEcho(options, out, err);
+}
+
+}  // namespace tether::tools

@@ -1,0 +1,251 @@
+#include "tools/stat.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "tools/cli.h"
+#include "transport/raw_endpoints.h"
+
+namespace tether::tools {
+namespace {
+
+double Percentile(const std::vector<int64_t>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  size_t i = static_cast<size_t>(std::ceil(p * sorted.size()));
+  i = std::clamp<size_t>(i, 1, sorted.size()) - 1;
+  return sorted[i] / 1000.0;
+}
+
+// What one channel's reader thread saw; guarded by `mu`.
+struct Tally {
+  std::mutex mu;
+  uint64_t messages = 0, missed = 0;
+  std::vector<int64_t> latencies_ns;
+};
+
+struct Watched {
+  std::unique_ptr<transport::ChannelHandle> handle;
+  std::unique_ptr<transport::RawSubscriber> sub;
+  Tally interval, total;
+  std::thread thread;
+};
+
+void ReadLoop(Watched& w, const std::atomic<bool>& done) {
+  while (!done.load(std::memory_order_relaxed)) {
+    transport::RawMessage m;
+    const transport::ReceiveStatus s = w.sub->Next(&m);
+    if (s == transport::ReceiveStatus::kNothingNew) {
+      WaitForMessage(*w.sub);
+      continue;
+    }
+    if (s != transport::ReceiveStatus::kOk) {
+      WaitForMessage(*w.sub);  // corrupt: keep the tool alive, do not spin
+      continue;
+    }
+    const transport::MessageContext c = m.context;
+    const bool valid = w.sub->StillValid(m);  // unpinned: context intact?
+    w.sub->Release();
+    for (Tally* t : {&w.interval, &w.total}) {
+      std::lock_guard lock(t->mu);
+      t->missed += c.missed + (valid ? 0 : 1);
+      if (valid) {
+        ++t->messages;
+        t->latencies_ns.push_back(c.monotonic_receive_ns - c.monotonic_send_ns);
+      }
+    }
+  }
+}
+
+StatRow TakeRow(const std::string& name, Tally& t, double seconds,
+                bool reset) {
+  std::lock_guard lock(t.mu);
+  StatRow row = MakeStatRow(name, t.messages, t.missed, seconds,
+                            t.latencies_ns);
+  if (reset) {
+    t.messages = t.missed = 0;
+    t.latencies_ns.clear();
+  }
+  return row;
+}
+
+}  // namespace
+
+StatRow MakeStatRow(const std::string& channel, uint64_t messages,
+                    uint64_t missed, double seconds,
+                    std::vector<int64_t>& latencies_ns) {
+  StatRow row;
+  row.channel = channel;
+  row.messages = messages;
+  row.missed = missed;
+  row.rate_hz = seconds > 0 ? messages / seconds : 0;
+  std::sort(latencies_ns.begin(), latencies_ns.end());
+  row.p50_us = Percentile(latencies_ns, 0.50);
+  row.p99_us = Percentile(latencies_ns, 0.99);
+  row.max_us = latencies_ns.empty() ? 0 : latencies_ns.back() / 1000.0;
+  return row;
+}
+
+std::string FormatStatTable(const std::vector<StatRow>& rows) {
+  size_t w = 7;
+  for (const StatRow& r : rows) w = std::max(w, r.channel.size());
+  std::string out =
+      absl::StrFormat("%-*s  %10s  %8s  %9s  %9s  %9s  %9s\n", w, "CHANNEL",
+                      "MESSAGES", "MISSED", "RATE HZ", "P50 US", "P99 US",
+                      "MAX US");
+  for (const StatRow& r : rows) {
+    absl::StrAppendFormat(&out, "%-*s  %10u  %8u  %9.1f  %9.1f  %9.1f  %9.1f\n",
+                          w, r.channel, r.messages, r.missed, r.rate_hz,
+                          r.p50_us, r.p99_us, r.max_us);
+  }
+  return out;
+}
+
+int RunStat(const StatOptions& options, std::ostream& out, std::ostream& err) {
+  std::vector<std::string> names = options.names;
+  if (names.empty()) {
+    absl::StatusOr<std::vector<std::string>> all =
+        shm::Channel::List(options.channels);
+    if (!all.ok()) {
+      err << "tether stat: " << all.status().message() << "\n";
+      return kExitFailure;
+    }
+    names = *all;
+    if (names.empty()) {
+      err << "tether stat: no channels in " << options.channels.root << "/"
+          << options.channels.instance << "\n";
+      return kExitFailure;
+    }
+  }
+  std::vector<std::unique_ptr<Watched>> watched;
+  std::vector<std::string> watched_names;
+  bool failed = false;
+  for (const std::string& name : names) {
+    auto handle = OpenChannelByName(options.channels, name);
+    if (!handle.ok()) {
+      err << "tether stat: " << handle.status().message() << "\n";
+      failed = true;
+      continue;
+    }
+    auto w = std::make_unique<Watched>();
+    w->handle = std::move(*handle);
+    // Unpinned: stat takes none of the stack's pins.
+    auto sub = transport::RawSubscriber::Create(w->handle.get(), {.pin = false});
+    if (!sub.ok()) {
+      err << "tether stat: " << name << ": " << sub.status().message() << "\n";
+      failed = true;
+      continue;
+    }
+    w->sub = std::move(*sub);
+    watched.push_back(std::move(w));
+    watched_names.push_back(name);
+  }
+  if (watched.empty()) return kExitFailure;
+
+  std::atomic<bool> done{false};
+  for (auto& w : watched) {
+    w->thread = std::thread([&w = *w, &done] { ReadLoop(w, done); });
+  }
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  const bool bounded = options.duration.count() > 0;
+  const Clock::time_point end = start + options.duration;
+  Clock::time_point interval_start = start;
+  Clock::time_point next_tick = start + options.interval;
+  bool stopping = false;
+  while (!stopping) {
+    Clock::time_point wake = bounded ? std::min(next_tick, end) : next_tick;
+    while (Clock::now() < wake) {
+      if (options.stop && options.stop()) {
+        stopping = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::min<Clock::duration>(
+          wake - Clock::now(), std::chrono::milliseconds(100)));
+    }
+    const Clock::time_point now = Clock::now();
+    if (bounded && now >= end) stopping = true;
+    const double seconds =
+        std::chrono::duration<double>(now - interval_start).count();
+    if (now >= next_tick || (stopping && seconds > 0.001)) {
+      std::vector<StatRow> rows;
+      for (size_t i = 0; i < watched.size(); ++i) {
+        rows.push_back(
+            TakeRow(watched_names[i], watched[i]->interval, seconds, true));
+      }
+      out << absl::StrFormat(
+                 "--- %.1f s ---\n",
+                 std::chrono::duration<double>(now - start).count())
+          << FormatStatTable(rows);
+      out.flush();
+      interval_start = now;
+      while (next_tick <= now) next_tick += options.interval;
+    }
+  }
+  done = true;
+  for (auto& w : watched) {
+    w->handle->shm()->WakeAll();
+    w->thread.join();
+  }
+  const double total_seconds =
+      std::chrono::duration<double>(Clock::now() - start).count();
+  std::vector<StatRow> rows;
+  for (size_t i = 0; i < watched.size(); ++i) {
+    rows.push_back(
+        TakeRow(watched_names[i], watched[i]->total, total_seconds, false));
+  }
+  out << absl::StrFormat("=== summary over %.1f s ===\n", total_seconds)
+      << FormatStatTable(rows);
+  return failed ? kExitFailure : kExitOk;
+}
+
+ArgParser StatParser() {
+  ArgParser parser(
+      "tether stat",
+      "Watches channels (default: every channel of the instance) and prints,\n"
+      "every interval, the messages seen, their rate, the messages missed and\n"
+      "the send -> receive latency (p50/p99/max, microseconds) of what this\n"
+      "reader saw; then a summary of the whole run. Readers are unpinned (no\n"
+      "pins taken from the stack) and see only messages sent after start.\n"
+      "Ctrl-C or --duration ends it.");
+  parser.AddPositional("channels",
+                       "channels to watch, comma separated (default: all)",
+                       false);
+  AddRootInstanceOptions(parser);
+  parser.AddOption("duration", "SECONDS", "stop after this long (default: "
+                   "until Ctrl-C)");
+  parser.AddOption("interval", "SECONDS", "print a table this often", "1");
+  return parser;
+}
+
+int RunStatCommand(const ParsedArgs& args, std::ostream& out,
+                   std::ostream& err) {
+  StatOptions options;
+  options.channels = RootInstanceFrom(args);
+  for (absl::string_view name :
+       absl::StrSplit(args.Positional("channels"), ',', absl::SkipEmpty())) {
+    options.names.emplace_back(name);
+  }
+  double seconds = 0;
+  if (args.HasOption("duration")) {
+    if (!ParsePositiveOption(args, "tether stat", "duration", &seconds, err)) {
+      return kExitUsage;
+    }
+    options.duration = std::chrono::milliseconds(std::llround(seconds * 1000));
+  }
+  if (!ParsePositiveOption(args, "tether stat", "interval", &seconds, err)) {
+    return kExitUsage;
+  }
+  options.interval =
+      std::chrono::milliseconds(std::max<long long>(1, std::llround(seconds * 1000)));
+  std::shared_ptr<void> guard = InstallStop("tether stat", &options.stop, err);
+  if (guard == nullptr) return kExitFailure;
+  return RunStat(options, out, err);
+}
+
+}  // namespace tether::tools
