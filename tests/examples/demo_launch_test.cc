@@ -1,8 +1,8 @@
 // The demo as `./tether demo` runs it: the real `tether launch` binary
 // starts the five real node binaries from examples/config/example_stack.json
-// for a few seconds; the summary must show every channel flowing at its rate
-// with nothing missed, the controller tracking, and every node stopped
-// cleanly.
+// for a few seconds, while list, echo, stat, doctor and pub run against it;
+// the summary must show every channel flowing at its rate with nothing
+// missed, the controller tracking, and every node stopped cleanly.
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -44,12 +44,48 @@ TEST(DemoLaunch, EveryChannelFlowsAndNothingIsMissed) {
   ASSERT_EQ(::symlink((std::string(cwd) + "/examples").c_str(),
                       (work + "/examples").c_str()),
             0);
-  int status = 0;
-  const std::string out = RunCommand(
-      "tools/tether launch " + work + "/examples/config/example_stack.json" +
-          " --root " + root.root() + " --instance demo --duration 3" +
-          " --workdir " + work + " 2>&1",
-      &status);
+  const std::string where = " --root " + root.root() + " --instance demo";
+  FILE* launch = ::popen(("tools/tether launch " + work +
+                          "/examples/config/example_stack.json" + where +
+                          " --duration 4 --workdir " + work + " 2>&1")
+                             .c_str(),
+                         "r");
+  ASSERT_NE(launch, nullptr);
+  // While the stack runs: the CLI against it.
+  ::usleep(1500 * 1000);
+  int tool_status = 0;
+  const std::string list = RunCommand("tools/tether list" + where, &tool_status);
+  EXPECT_EQ(tool_status, 0);
+  EXPECT_THAT(list, HasSubstr("examples/demo.capnp:JointCommand"));
+  EXPECT_THAT(list, HasSubstr("/tether/launcher/status"));
+  const std::string echo = RunCommand(
+      "tools/tether echo /robot/joint_command --count 2 --context" + where +
+          " 2>/dev/null",
+      &tool_status);
+  EXPECT_EQ(tool_status, 0);
+  EXPECT_THAT(echo, HasSubstr("\"leftEffortNm\""));
+  EXPECT_THAT(echo, HasSubstr("\"latency_us\""));
+  const std::string stat = RunCommand(
+      "tools/tether stat /robot/imu,/robot/joint_command --duration 1" + where,
+      &tool_status);
+  EXPECT_EQ(tool_status, 0);
+  EXPECT_TRUE(std::regex_search(
+      stat, std::regex(R"(/robot/imu\s+\d{3,}\s+0\s)")))
+      << stat;
+  const std::string doctor = RunCommand("tools/tether doctor", &tool_status);
+  EXPECT_THAT(doctor, HasSubstr("wake backend"));
+  // pub on a channel nobody else writes is refused only if it is full of
+  // publishers: /monitor/status allows one (the monitor's).
+  const std::string pub = RunCommand(
+      "tools/tether pub /monitor/status '{}'" + where + " 2>&1", &tool_status);
+  EXPECT_NE(tool_status, 0);
+  EXPECT_THAT(pub, HasSubstr("maxPublishers"));
+
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), launch)) > 0) out.append(buf, n);
+  const int status = ::pclose(launch);
   if (std::system(("rm -rf '" + work + "'").c_str()) != 0) ADD_FAILURE();
   SCOPED_TRACE(out);
   ASSERT_EQ(status, 0);
