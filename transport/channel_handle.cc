@@ -1,5 +1,7 @@
 #include "transport/channel_handle.h"
 
+#include <grp.h>
+
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -50,6 +52,21 @@ absl::StatusOr<std::unique_ptr<ChannelHandle>> ChannelHandle::Create(
   shm::ChannelOptions opts = options;
   const std::string mode = channel.getMode().cStr();
   if (!mode.empty()) opts.mode = static_cast<mode_t>(std::strtoul(mode.c_str(), nullptr, 8));
+  const std::string group = channel.getGroup().cStr();
+  if (!group.empty()) {
+    // Setup only: getgrnam_r may read /etc/group or NSS.
+    struct group entry;
+    struct group* found = nullptr;
+    char buf[4096];
+    if (::getgrnam_r(group.c_str(), &entry, buf, sizeof(buf), &found) != 0 ||
+        found == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "channel ", name, ": group ", group,
+          " does not exist on this machine: create it (groupadd) or fix the "
+          "channel's group in the config"));
+    }
+    opts.group = found->gr_gid;
+  }
   absl::StatusOr<std::unique_ptr<shm::Channel>> shm =
       shm::Channel::OpenOrCreate(opts, name, *params, metadata);
   if (!shm.ok()) return shm.status();

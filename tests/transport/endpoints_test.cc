@@ -2,6 +2,9 @@
 // message shapes, overflow, type mismatch, malformed bytes, the schema that
 // travels with a channel, JSON through the dynamic layer, channel listing,
 // and no allocation on the send and receive paths.
+#include <grp.h>
+#include <sys/stat.h>
+
 #include <cstring>
 #include <string>
 #include <vector>
@@ -191,6 +194,32 @@ TEST_F(EndpointsTest, ReopeningAChannelWithAnotherTypeIsRefused) {
   auto again = ChannelHandle::Create(root_.options(), c.asReader(), schemas_);
   ASSERT_FALSE(again.ok());
   EXPECT_THAT(again.status().message(), HasSubstr("different metadata"));
+}
+
+TEST_F(EndpointsTest, TheConfigsModeAndGroupAreApplied) {
+  capnp::MallocMessageBuilder m;
+  auto c = m.initRoot<config::Channel>();
+  c.setName("/perm");
+  c.setType(kScalars);
+  c.setMaxSize(64);
+  c.setQueueDepth(8);
+  c.setMode("0640");
+  struct group* own = ::getgrgid(::getegid());
+  ASSERT_NE(own, nullptr);
+  c.setGroup(own->gr_name);
+  auto h = ChannelHandle::Create(root_.options(), c.asReader(), schemas_);
+  ASSERT_TRUE(h.ok()) << h.status();
+  struct stat st;
+  ASSERT_EQ(::stat((*h)->shm()->path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
+  EXPECT_EQ(st.st_gid, ::getegid());
+
+  c.setName("/nogroup");
+  c.setGroup("no-such-group-here");
+  auto bad = ChannelHandle::Create(root_.options(), c.asReader(), schemas_);
+  ASSERT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("no-such-group-here"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("groupadd"));
 }
 
 TEST_F(EndpointsTest, UnknownTypeInConfigSaysToRegisterIt) {
