@@ -45,10 +45,10 @@ std::string Escape(std::string_view name) {
 std::string Unescape(std::string_view file) {
   std::string out;
   for (size_t i = 0; i < file.size(); ++i) {
-    if (file[i] == '%' && i + 2 < file.size() + 0 && file.substr(i, 3) == "%2F") {
+    if (file.substr(i, 3) == "%2F") {
       out += '/';
       i += 2;
-    } else if (file[i] == '%' && file.substr(i, 3) == "%25") {
+    } else if (file.substr(i, 3) == "%25") {
       out += '%';
       i += 2;
     } else {

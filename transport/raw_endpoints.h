@@ -145,7 +145,8 @@ class RawSubscriber {
   void Release() { reader_->Release(); }
   // Next() has something (a message, a loss or corruption). RT-safe.
   bool HasNext() const { return reader_->HasNext(); }
-  // Unpinned subscribers: the message read is still intact.
+  // Unpinned subscribers: the last message Next()/Latest() returned is
+  // still intact (check after reading it, before the next read). RT-safe.
   bool StillValid(const RawMessage& message) const;
 
   ChannelHandle* channel() const { return channel_; }
