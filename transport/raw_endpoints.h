@@ -50,17 +50,15 @@ struct PublishResult {
 };
 
 // What an event loop hooks into the endpoints it hands out, so that send and
-// receive times follow the loop's clock (real or simulated) and a simulated
-// loop learns of each send. transport never depends on loop: the loop
-// implements this. Called on the endpoint's thread; must be RT-safe.
+// receive times follow the loop's clock (real or simulated). transport never
+// depends on loop: the loop implements this. Called on the endpoint's
+// thread; must be RT-safe.
 class EndpointHooks {
  public:
   virtual ~EndpointHooks() = default;
   // Fills the send times of the next send (fields left zero are stamped
   // from the real clocks at commit).
   virtual void StampSend(SendTimes* times) = 0;
-  // After a successful send on `channel`.
-  virtual void AfterSend(ChannelHandle* channel) = 0;
   // The receive time stamped on messages (CLOCK_MONOTONIC or virtual).
   virtual int64_t MonotonicNowNs() = 0;
 };

@@ -218,7 +218,7 @@ TEST_F(ChannelCommandsTest, PubRejectsBadJsonNamingTheProblem) {
   p.json = R"({"speed": 1})";
   EXPECT_EQ(RunPub(p, out, err), kExitUsage);
   EXPECT_THAT(err.str(), HasSubstr("speed"));
-  EXPECT_EQ(ch->shm()->Stats().next_queue_index, 0u);  // nothing sent
+  EXPECT_EQ(ch->stats().next_queue_index, 0u);  // nothing sent
 }
 
 TEST_F(ChannelCommandsTest, PubUnknownChannelAndFullChannel) {
@@ -326,7 +326,7 @@ pid_t DeadPid() {
 TEST_F(ChannelCommandsTest, CleanRemovesStaleKeepsLive) {
   auto stale = MakeChannel("/stale");
   PublishFromDyingChild(stale.get());
-  EXPECT_EQ(stale->shm()->Stats().publishers, 1);  // not yet swept
+  EXPECT_EQ(stale->stats().publishers, 1);  // not yet swept
   auto live = MakeChannel("/live");
   auto live_pub = transport::RawPublisher::Create(live.get());
   ASSERT_TRUE(live_pub.ok());
@@ -357,7 +357,7 @@ TEST_F(ChannelCommandsTest, CleanRemovesStaleKeepsLive) {
             std::vector<std::string>{"/live"});
   EXPECT_NE(::access((dir + live_tmp).c_str(), F_OK), -1);
   EXPECT_EQ(::access((dir + dead_tmp).c_str(), F_OK), -1);
-  EXPECT_EQ(live->shm()->Stats().publishers, 1);
+  EXPECT_EQ(live->stats().publishers, 1);
 }
 
 TEST_F(ChannelCommandsTest, CleanRemovesEmptiedInstanceDirectory) {
