@@ -2,14 +2,28 @@
 
 #include <time.h>
 
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "loop/check.h"
 #include "loop/driver.h"
+#include "loop/realtime.h"
 
 namespace tether::loop {
 namespace {
+
+// A RealtimeScope around a node's callback when the loop checks
+// allocations (EventLoop::set_check_allocations).
+class CallbackScope {
+ public:
+  explicit CallbackScope(bool on) {
+    if (on) scope_.emplace();
+  }
+
+ private:
+  std::optional<RealtimeScope> scope_;
+};
 
 // The latest grid point base + k*period at or before `now` (k >= 0), or
 // base. What a periodic event was due at when it runs at `now`.
@@ -100,7 +114,10 @@ void EventLoop::RunWatcherCallback(internal::Watcher& w) {
   w.stats.missed += c.missed;
   context_ = {EventContext::Type::kWatcher,
               FromMonotonicNs(static_cast<uint64_t>(c.monotonic_send_ns)), &c};
-  w.fn(w.pending, w.stats);
+  {
+    const CallbackScope scope(check_allocations_);
+    w.fn(w.pending, w.stats);
+  }
   context_ = {};
   w.subscriber->Release();
 }
@@ -110,6 +127,7 @@ void EventLoop::Start() {
   started_ = true;
   for (auto& fn : on_run_) {
     context_ = {EventContext::Type::kOnRun, clock_->Now(), nullptr};
+    const CallbackScope scope(check_allocations_);
     fn();
   }
   context_ = {};
@@ -127,7 +145,10 @@ TimerHandle* EventLoop::AddTimer(absl::AnyInvocable<void()> fn) {
   h->id_ = dispatcher_->AddTimer([this, h, fn = std::move(fn)]() mutable {
     context_ = {EventContext::Type::kTimer,
                 LatestGridPoint(h->base_, h->period_, clock_->Now()), nullptr};
-    fn();
+    {
+      const CallbackScope scope(check_allocations_);
+      fn();
+    }
     context_ = {};
   });
   return h;
@@ -146,7 +167,10 @@ PhasedLoopHandle* EventLoop::AddPhasedLoop(
                     LatestGridPoint(MonotonicTime() + h->offset_ % h->period_,
                                     h->period_, clock_->Now()),
                     nullptr};
-        fn(cycles);
+        {
+          const CallbackScope scope(check_allocations_);
+          fn(cycles);
+        }
         context_ = {};
       },
       period, offset);
@@ -163,7 +187,10 @@ void EventLoop::OnRun(absl::AnyInvocable<void()> fn) {
   const EventId id =
       dispatcher_->AddEvent([this, fn = std::move(fn)]() mutable {
         context_ = {EventContext::Type::kOnRun, clock_->Now(), nullptr};
-        fn();
+        {
+          const CallbackScope scope(check_allocations_);
+          fn();
+        }
         context_ = {};
       });
   dispatcher_->Schedule(id, clock_->Now());

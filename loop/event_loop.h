@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "loop/clock.h"
 #include "loop/dispatch.h"
+#include "loop/realtime.h"
 #include "loop/watcher.h"
 #include "transport/channel_set.h"
 #include "transport/framing.h"
@@ -183,10 +184,20 @@ class EventLoop : protected transport::EndpointHooks {
     return AddWatcher(*c, [fn = std::move(fn)](const RawMessage& m,
                                                WatcherStats& stats) mutable {
       transport::SlotMessageReader reader(m.bytes);
-      if (transport::VisitRoot<T>(reader, [&](typename T::Reader root) {
-            fn(root, m.context);
-          }) != transport::FramingStatus::kOk) {
+      transport::RootResult<T> checked;
+      {
+        // Errors of the check allocate (Cap'n Proto's exceptions).
+        const AllowAllocationScope allow;
+        checked = transport::CheckedRoot<T>(reader);
+      }
+      if (!checked.ok()) {
         ++stats.malformed;
+        return;
+      }
+      try {
+        fn(checked.root, m.context);
+      } catch (const kj::Exception&) {
+        ++stats.malformed;  // a field of the wrong kind, read by fn
       }
     });
   }
@@ -219,6 +230,18 @@ class EventLoop : protected transport::EndpointHooks {
   virtual int64_t realtime_now_ns() const = 0;
   // What the loop is handling now: valid inside a callback. Loop thread.
   const EventContext& context() const { return context_; }
+
+  // With `on`, every callback this loop runs (timers, phased loops,
+  // watchers, on-run) runs inside a RealtimeScope (realtime.h): in a binary
+  // that links //loop:rt_alloc_check, a heap allocation there aborts with a
+  // stack trace, so the checker guards a real node, not only tests. The
+  // message checks of typed watchers run outside it (their errors allocate,
+  // and a malformed message must be skipped, not fatal). A typed message
+  // that passes the check but has a pointer of the wrong kind for a field
+  // makes Cap'n Proto throw when `fn` reads that field: that allocates too,
+  // so with checking on it aborts. Setup; loop thread.
+  void set_check_allocations(bool on) { check_allocations_ = on; }
+  bool check_allocations() const { return check_allocations_; }
 
  protected:
   // `channels`, `dispatcher`, `clock` and `driver` must outlive the loop.
@@ -262,6 +285,7 @@ class EventLoop : protected transport::EndpointHooks {
   Driver* const driver_;
   bool started_ = false;
   bool detached_ = false;
+  bool check_allocations_ = false;
   EventContext context_;
   std::vector<std::unique_ptr<internal::Watcher>> watchers_;
   std::vector<std::unique_ptr<TimerHandle>> timers_;

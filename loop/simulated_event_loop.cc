@@ -70,6 +70,7 @@ SimulatedEventLoopFactory::~SimulatedEventLoopFactory() {
 
 EventLoop* SimulatedEventLoopFactory::MakeEventLoop(const std::string& name) {
   loops_.push_back(std::make_unique<SimulatedEventLoop>(name, this));
+  loops_.back()->set_check_allocations(options_.check_allocations);
   return loops_.back().get();
 }
 

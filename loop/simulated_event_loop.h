@@ -36,6 +36,10 @@ struct SimulatedOptions {
   // Folder for the private channel files (a fresh subfolder is made and
   // removed).
   std::string shm_root = "/dev/shm";
+  // Every loop's callbacks run inside a RealtimeScope
+  // (EventLoop::set_check_allocations): a node test that links
+  // //loop:rt_alloc_check then aborts on any allocation in a callback.
+  bool check_allocations = false;
 };
 
 // Not thread-safe: one thread builds loops and runs the simulation (and

@@ -22,6 +22,7 @@ absl::StatusOr<std::unique_ptr<UringEventLoop>> UringEventLoop::Create(
   if (!port.ok()) return port.status();
   std::unique_ptr<UringEventLoop> loop(
       new UringEventLoop(name, channels, std::move(*port)));
+  loop->set_check_allocations(options.check_allocations);
   if (options.stop_fd >= 0 && options.stop_signals != nullptr) {
     return absl::InvalidArgumentError(
         "UringEventLoopOptions: give stop_signals or stop_fd, not both");

@@ -32,6 +32,16 @@ struct UringEventLoopOptions {
   // Any other fd whose readability ends Run() (tests; -1: none). Must
   // outlive the loop.
   int stop_fd = -1;
+  // Run every callback inside a RealtimeScope (EventLoop::
+  // set_check_allocations): with //loop:rt_alloc_check linked, an
+  // allocation in a callback aborts with a stack trace. On by default in
+  // debug builds (NDEBUG not defined); node_main also turns it on for a
+  // node whose stack config says "checkAllocations": true.
+#ifdef NDEBUG
+  bool check_allocations = false;
+#else
+  bool check_allocations = true;
+#endif
 };
 
 namespace internal {

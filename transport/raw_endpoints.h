@@ -63,7 +63,8 @@ class EndpointHooks {
   virtual int64_t MonotonicNowNs() = 0;
 };
 
-// One publisher on a channel. Not copyable or movable; one thread at a time.
+// One publisher on a channel. Not copyable or movable; one thread at a time
+// (one publisher per thread). Destroy it before its ChannelHandle.
 class RawPublisher {
  public:
   // Registers a publisher (ResourceExhausted naming maxPublishers when the
@@ -127,6 +128,11 @@ struct SubscriberOptions {
 // One subscriber cursor. Not copyable or movable; one thread at a time.
 class RawSubscriber {
  public:
+  // A cursor at the newest message (or the oldest, options.from_oldest).
+  // Pinning takes one of the channel's maxPinned entries: ResourceExhausted
+  // naming maxPinned when all are taken (after sweeping dead readers).
+  // `channel` (and `hooks`, may be null, from an event loop) must outlive
+  // the subscriber. Setup only: not RT-safe (may read /proc to sweep).
   static absl::StatusOr<std::unique_ptr<RawSubscriber>> Create(
       ChannelHandle* channel, const SubscriberOptions& options = {},
       EndpointHooks* hooks = nullptr);
@@ -138,8 +144,12 @@ class RawSubscriber {
   // or Release(). RT-safe: lock-free, no allocation, no syscall but the
   // vDSO clock read.
   ReceiveStatus Next(RawMessage* message);
-  // The newest message if newer than the cursor (what a fetcher wants).
+  // The newest message if newer than the cursor (what a fetcher wants); the
+  // cursor moves past it, and the messages skipped are not counted as
+  // missed. Pinned like Next(). RT-safe: lock-free, no allocation.
   ReceiveStatus Latest(RawMessage* message);
+  // Unpins the message the last Next()/Latest() returned (no-op when
+  // unpinned or nothing is held); its bytes must not be read after. RT-safe.
   void Release() { reader_->Release(); }
   // Next() has something (a message, a loss or corruption). RT-safe.
   bool HasNext() const { return reader_->HasNext(); }
