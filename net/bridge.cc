@@ -33,7 +33,7 @@ namespace {
 
 constexpr char kAnnounceTopic[] = "tether/channels";
 constexpr uint32_t kStatusMaxSize = 64 * 1024;
-constexpr size_t kDetailMax = 240;
+constexpr size_t kDetailMax = 600;
 constexpr int kTakeBatch = 64;
 
 int64_t ClockNs(clockid_t id) {

@@ -215,9 +215,7 @@ std::string CycloneConfigXml(const DdsOptions& dds) {
       "\"/></Interfaces><AllowMulticast>", unicast ? "false" : "true",
       "</AllowMulticast></General><Discovery>");
   if (unicast) {
-    absl::StrAppend(&xml, "<ParticipantIndex>auto</ParticipantIndex>",
-                    "<MaxAutoParticipantIndex>32</MaxAutoParticipantIndex>",
-                    "<Peers>");
+    absl::StrAppend(&xml, "<ParticipantIndex>auto</ParticipantIndex><Peers>");
     if (dds.peers.empty()) {
       absl::StrAppend(&xml, "<Peer address=\"127.0.0.1\"/>");
     }
@@ -233,7 +231,7 @@ std::string CycloneConfigXml(const DdsOptions& dds) {
                       static_cast<int>(std::lround(dds.announce_seconds * 1e3)),
                       static_cast<int>(std::lround(dds.lease_seconds * 1e3))),
       "</Discovery><SharedMemory><Enable>false</Enable></SharedMemory>",
-      "<Tracing><Verbosity>warning</Verbosity>",
+      "<Tracing><Verbosity>severe</Verbosity>",
       "<OutputFile>stderr</OutputFile></Tracing>");
   return xml;
 }

@@ -67,7 +67,8 @@ absl::Status ValidateBridgeOptions(const BridgeOptions& options,
 // `dds`: only dds.interface; multicast off on loopback or with peers (then
 // unicast discovery to the peers, or to this host on loopback); the lease
 // and SPDP interval; iceoryx shared memory off; Cyclone's own log to stderr
-// at warning level. The values were validated (no XML escaping needed).
+// at severe level (its warnings repeat every SPDP interval while a link is
+// down; the bridge's status says that instead). The values were validated (no XML escaping needed).
 std::string CycloneConfigXml(const DdsOptions& dds);
 
 // True when `interface` is a loopback interface name ("lo", "lo0").
