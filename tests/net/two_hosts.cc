@@ -107,6 +107,12 @@ absl::StatusOr<std::unique_ptr<TwoHosts>> TwoHosts::Create() {
     return s;
   }
   for (int i = 0; i < 2; ++i) {
+    // Loopback up too: Cyclone wakes its receive threads at shutdown by
+    // sending to its own address, which a namespace without lo cannot.
+    if (absl::Status s = ip({"-n", h->netns_[i], "link", "set", "lo", "up"});
+        !s.ok()) {
+      return s;
+    }
     if (absl::Status s = ip({"-n", h->netns_[i], "addr", "add",
                              h->address(i) + "/24", "dev", h->veth_[i]});
         !s.ok()) {

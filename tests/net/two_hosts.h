@@ -25,7 +25,7 @@ class TwoHosts {
  public:
   // Deletes namespaces left by earlier runs whose process is gone, then
   // makes namespaces tether-net-<pid>-<n>-{a,b} and the veth pair between
-  // them (10.201.0.1/24 in a, .2 in b; nothing else is routed). Error if not
+  // them (10.201.0.1/24 in a, .2 in b; nothing else is routed; loopback up). Error if not
   // root or `ip` fails.
   static absl::StatusOr<std::unique_ptr<TwoHosts>> Create();
   // Stops every process it started (SIGTERM, then SIGKILL) and deletes both
