@@ -21,6 +21,7 @@
 #include "tools/echo.h"
 #include "tools/launcher.h"
 #include "tools/list.h"
+#include "tools/net_bridge_command.h"
 #include "tools/pub.h"
 #include "tools/stat.h"
 #include "transport/channel_handle.h"
@@ -193,6 +194,9 @@ constexpr Command kCommands[] = {
      &StatParser, &RunStatCommand},
     {"clean", "remove channels no live process uses, and creators' leftovers",
      &CleanParser, &RunCleanCommand},
+    {"net-bridge",
+     "forward chosen channels to and from other hosts over Cyclone DDS",
+     &NetBridgeParser, &RunNetBridgeCommand},
 };
 
 }  // namespace
@@ -200,6 +204,11 @@ constexpr Command kCommands[] = {
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + argc);
+  // The bridge parses its own arguments (and --help): hand them over whole.
+  if (!args.empty() && args[0] == "net-bridge") {
+    return tether::tools::ExecNetBridge(
+        std::span<const std::string>(args).subspan(1), std::cerr);
+  }
   return tether::tools::RunCli(tether::tools::kCommands, args, std::cout,
                                std::cerr);
 }
