@@ -144,12 +144,13 @@ void Driver::MarkCorrupt(internal::Watcher& w) {
   w.subscriber->Release();
   port_->Unwatch(CookieOf(&w));
   ++corrupt_watchers_;
+  const std::string_view what = w.channel->corruption();
   std::fprintf(stderr,
-               "tether: loop %s: channel %s is corrupt (its shared memory "
-               "failed a consistency check); stopped watching it, the rest of "
-               "the loop runs on. Remove %s and restart the stack's nodes on "
-               "it.\n",
+               "tether: loop %s: channel %s is corrupt (%.*s); stopped "
+               "watching it, the rest of the loop runs on. Remove %s and "
+               "restart the stack's nodes on it.\n",
                w.loop->name().c_str(), w.channel->name().c_str(),
+               static_cast<int>(what.size()), what.data(),
                w.channel->path().c_str());
 }
 

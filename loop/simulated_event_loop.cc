@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 
@@ -42,9 +43,13 @@ SimulatedEventLoopFactory::Create(const transport::StackConfig& stack,
                                   const SimulatedOptions& options) {
   std::unique_ptr<SimulatedEventLoopFactory> f(
       new SimulatedEventLoopFactory(options));
+  // Unique across processes too: processes in other pid namespaces (e.g.
+  // sandboxed tests) share /dev/shm and may have the same pid.
   static std::atomic<int> counter{0};
+  std::random_device random;
   f->root_ = absl::StrCat(options.shm_root, "/tether-sim-", ::getpid(), "-",
-                          counter.fetch_add(1));
+                          counter.fetch_add(1), "-",
+                          absl::Hex(random(), absl::kZeroPad8));
   shm::ChannelOptions shm_options;
   shm_options.root = f->root_;
   shm_options.instance = "sim";
