@@ -136,16 +136,16 @@ class Plan:
             self.load_placements = ["1cpu", "2cpu"]
         else:
             self.rounds = 3
-            self.samples = {64: 5000, 4096: 3000, 65536: 2000, 1048576: 600,
-                            4194304: 200}
+            self.samples = {64: 6000, 4096: 3000, 65536: 2100, 1048576: 900,
+                            4194304: 300}
             self.payloads = PAYLOADS
             self.fanout = FANOUT
             self.fanout_placements = ["1cpu", "2cpu"]
-            self.fanout_samples = 1000
+            self.fanout_samples = 1500
             self.throughput_placements = ["1cpu", "2cpu"]
             self.phase_ms = 300
             self.max_rate = 4e6
-            self.load_payloads = [64, 65536, 1048576]
+            self.load_payloads = PAYLOADS
             self.load_placements = ["1cpu", "2cpu"]
 
     def cases(self, payloads, rounds):
@@ -568,7 +568,8 @@ class Bench:
                              f"--max_rate={plan.max_rate:.0f}"],
                             f"throughput {PLACEMENTS[placement][0]}"))
         if "load" in tests and (os.cpu_count() or 1) >= 2:
-            cases = plan.cases(plan.load_payloads, 1)
+            # One round's worth of samples per row.
+            cases = plan.cases(plan.load_payloads, plan.rounds)
             for placement in plan.load_placements:
                 for s in self.systems:
                     if self.runnable(s, "latency", placement):
@@ -734,6 +735,10 @@ class Report:
             label = self.systems[skey].label if skey in self.systems else skey
             out.append(f"- **{label} ({test}): failed** — {reason}")
         out.append("")
+        summary = self.summary_table()
+        if summary:
+            out.append(summary)
+            out.append("\n## Every latency row\n")
         out.append(self.latency_table(False))
         if any(r["load"] for r in self.rows):
             out.append("\n## The same with a busy background load on CPU 1\n")
@@ -749,6 +754,32 @@ class Report:
             out.append("\n## Full-path targets (issue 12), this run\n")
             out += checks
         return "\n".join(out) + "\n"
+
+    def summary_table(self):
+        """The comparison at a glance: p50 / p99 one-way per system."""
+        default = self.b.probe.get("default")
+        keys = [f"tether/{default}", "tether/futex_thread", "iceoryx", "ros1",
+                "dds/net", "dds/shm", "floor/futex", "floor/spin"]
+        keys = [k for k in dict.fromkeys(keys) if k in self.systems]
+        cases = [(64, "touch16"), (4096, "full"), (1048576, "touch16"),
+                 (1048576, "full")]
+        rows = []
+        for pl in self.b.placements:
+            for payload, mode in cases:
+                cells = []
+                for k in keys:
+                    r = self.find(pl, k, payload, mode)
+                    cells.append(f"{fmt(r['p50'])} / {fmt(r['p99'])}" if r else "—")
+                if any(c != "—" for c in cells):
+                    rows.append(f"| {PLACEMENTS[pl][0]} | {human_size(payload)} "
+                                f"{mode} | " + " | ".join(cells) + " |")
+        if not rows:
+            return ""
+        head = ["placement", "payload"] + [self.systems[k].label for k in keys]
+        return "\n".join(
+            ["## Summary: one-way latency p50 / p99 (us)\n",
+             "| " + " | ".join(head) + " |",
+             "|" + "|".join("---" for _ in head) + "|"] + rows)
 
     def peer_columns(self):
         cols = []
@@ -822,6 +853,7 @@ class Report:
                 "placement": placement, "system": skey,
                 "label": self.systems[skey].label,
                 "payload": best.get("payload", 64),
+                "queue": best.get("queue", 0),
                 "max_rate": best.get("max_rate", 0),
                 "csw_per_msg": ((top["publisher"][0] + top["subscriber"][0]) /
                                 max(1, top["sent"])) if top else None,
@@ -838,19 +870,22 @@ class Report:
     def throughput_table(self):
         lines = ["\n## Highest sustained rate without loss, 64 B, one publisher "
                  "to one subscriber (messages/s)\n",
-                 "(each rate runs for a fixed time; a rate passes when the "
-                 "subscriber got every message and the publisher kept the "
-                 "pace; doubling from 1,000/s, then bisecting)\n",
-                 "| placement | system | max msg/s | csw/msg there | next rate tried | what failed there |",
-                 "|---|---|---|---|---|---|"]
+                 f"(each rate runs {self.b.plan.phase_ms} ms; it passes when "
+                 "the subscriber got every message and the publisher kept "
+                 "the pace; a failing rate is tried twice; doubling from "
+                 "1,000/s, then bisecting. Receive queue: what the "
+                 "subscriber side can hold, as configured for this test)\n",
+                 "| placement | system | receive queue | max msg/s | csw/msg there | next rate tried | what failed there |",
+                 "|---|---|---|---|---|---|---|"]
         for r in self.throughput_rows():
-            why = ""
+            why = f"none up to the {self.b.plan.max_rate:,.0f}/s ceiling"
             if r["next_rate"] is not None:
                 why = (f"sent {r['next_achieved']:,.0f}/s, lost {r['next_lost']:,}")
             csw = f"{r['csw_per_msg']:.2f}" if r["csw_per_msg"] is not None else "—"
             nxt = f"{r['next_rate']:,.0f}" if r["next_rate"] else "—"
             lines.append(f"| {PLACEMENTS[r['placement']][0]} | {r['label']} | "
-                         f"{r['max_rate']:,.0f} | {csw} | {nxt} | {why} |")
+                         f"{r['queue'] or '—'} | {r['max_rate']:,.0f} | {csw} | "
+                         f"{nxt} | {why} |")
         return "\n".join(lines)
 
     def find(self, placement, skey, payload, mode, test="latency", load=False):
@@ -1183,7 +1218,15 @@ def parse_args(argv):
         args.bin_dir = os.path.join(
             os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
             "bazel-bin")
-    args.command = "./tether bench " + " ".join(argv)
+    shown, skip = [], False
+    for a in argv:  # what the user typed (the wrapper adds --bin-dir)
+        if skip:
+            skip = False
+        elif a == "--bin-dir":
+            skip = True
+        elif not a.startswith("--bin-dir="):
+            shown.append(a)
+    args.command = " ".join(["./tether bench"] + shown)
     return args
 
 

@@ -41,6 +41,10 @@ constexpr char kType[] = "benchmarks/bench.capnp:Payload";
 // the struct's pointer, padding to a word.
 constexpr uint32_t kFramingBytes = 64;
 
+// One message is in flight in a ping-pong; a throughput subscriber gets a
+// queue deep enough to ride out being preempted for a few milliseconds.
+constexpr int kThroughputDepth = 4096;
+
 std::string PongChannel(int i) { return absl::StrCat("/bench/pong/", i); }
 
 absl::Span<std::byte> Bytes(capnp::Data::Builder d) {
@@ -53,9 +57,7 @@ absl::Span<const std::byte> Bytes(capnp::Data::Reader d) {
 // The channels of a session as a stack config.
 std::string StackJson(const Session& s) {
   const uint32_t max_size = s.max_payload() + kFramingBytes;
-  // One message is in flight in a ping-pong; a throughput subscriber gets a
-  // queue deep enough to ride out being preempted for a few milliseconds.
-  const int depth = s.test == Test::kThroughput ? 4096 : 4;
+  const int depth = s.test == Test::kThroughput ? kThroughputDepth : 4;
   std::string json = absl::StrFormat(
       "{\"channels\": [\n  {\"name\": \"%s\", \"type\": \"%s\", \"maxSize\": "
       "%u, \"queueDepth\": %d, \"maxPublishers\": 1, \"maxPinned\": %d}",
@@ -231,8 +233,8 @@ absl::Status Publisher(const Session& s, Setup* setup, Board* board) {
   absl::StatusOr<Node> node = MakeNode(s, setup, "bench-publisher");
   if (!node.ok()) return node.status();
   loop::UringEventLoop* loop = node->loop.get();
-  board->SetInfo(loop->backend_description() +
-                 "; subscriber queue depth 4096");
+  board->SetInfo(loop->backend_description());
+  board->queue_depth = kThroughputDepth;
   auto sender = loop->MakeSender<Payload>(kPing);
   if (!sender.ok()) return sender.status();
   if (absl::Status st = WaitForPongs(board, 1, std::chrono::seconds(10));

@@ -71,6 +71,7 @@ struct PhaseResult {
   Switches publisher;
   Switches subscriber;
   bool ok = false;
+  bool retry = false;  // the second try of a rate that failed once
 };
 
 // Shared between the supervisor and its children (an anonymous MAP_SHARED
@@ -81,6 +82,9 @@ struct Board {
   std::atomic<int> failed{0};
   char error[1024] = {};
   char info[1024] = {};
+  // Throughput: how many messages the subscriber side can hold (the
+  // system's queue, set by the runner), for the results.
+  int queue_depth = 0;
   // Fanout: each ponger's receive time of the current message.
   std::atomic<uint64_t> pong_recv_ns[kMaxPongs] = {};
   CaseResult cases[kMaxCases];
@@ -198,8 +202,9 @@ class PongDriver {
 
 // The throughput publisher: runs the phases (doubling the rate from
 // start_rate while nothing is lost, then bisecting between the last good and
-// the first bad rate), calling `send` for each message; send returns false
-// when the system refused it (counted as a failure of the phase).
+// the first bad rate; a rate that fails is tried once more), calling `send`
+// for each message; send returns false when the system refused it (counted
+// as a failure of the phase).
 // Blocks the calling thread for the whole test.
 class RateSender {
  public:

@@ -80,7 +80,8 @@ void PrintResults(const Session& s, Board* board, bool ok,
   if (s.test == Test::kThroughput) {
     std::string line = prefix;
     absl::StrAppend(&line, ",\"payload\":", s.throughput_payload,
-                    ",\"info\":", info, ",\"phases\":[");
+                    ",\"queue\":", board->queue_depth, ",\"info\":", info,
+                    ",\"phases\":[");
     double best = 0;
     for (int p = 0; p < board->phase_count; ++p) {
       const PhaseResult& r = board->phases[p];
@@ -88,10 +89,11 @@ void PrintResults(const Session& s, Board* board, bool ok,
       absl::StrAppendFormat(
           &line,
           "%s{\"rate\":%.0f,\"achieved\":%.0f,\"sent\":%d,\"received\":%d,"
-          "\"lost\":%d,\"send_failures\":%d,\"ok\":%s,\"publisher\":%s,"
-          "\"subscriber\":%s}",
+          "\"lost\":%d,\"send_failures\":%d,\"ok\":%s,\"retry\":%s,"
+          "\"publisher\":%s,\"subscriber\":%s}",
           p ? "," : "", r.target_rate, r.achieved_rate, r.sent, r.received,
           r.lost, r.send_failures, r.ok ? "true" : "false",
+          r.retry ? "true" : "false",
           SwitchesJson(r.publisher), SwitchesJson(r.subscriber));
     }
     absl::StrAppendFormat(&line, "],\"max_rate\":%.0f,\"ok\":%s}\n", best,

@@ -368,6 +368,7 @@ absl::Status Publisher(const Session& s, Board* board) {
   Node node;
   if (absl::Status st = node.Init(s); !st.ok()) return st;
   board->SetInfo(Info(node));
+  board->queue_depth = node.history();
   std::map<uint32_t, dds_entity_t> writers;
   std::vector<dds_entity_t> all;
   for (uint32_t size : Sizes(s)) {

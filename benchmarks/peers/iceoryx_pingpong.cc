@@ -192,6 +192,7 @@ absl::Status Publisher(const Session& s, Board* board) {
   board->SetInfo(absl::StrCat(
       "UntypedPublisher, subscriber in a WaitSet, queue ",
       SubscriberOptionsFor(s).queueCapacity, " (discard oldest)"));
+  board->queue_depth = static_cast<int>(SubscriberOptionsFor(s).queueCapacity);
   if (absl::Status st = WaitForPongs(board, 1, std::chrono::seconds(30));
       !st.ok()) {
     return st;

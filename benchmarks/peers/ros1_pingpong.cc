@@ -145,6 +145,7 @@ absl::Status Publisher(const Session& s, Board* board) {
   board->SetInfo(absl::StrCat("roscpp TCPROS, std_msgs/UInt8MultiArray, "
                               "tcpNoDelay, publisher and subscriber queue ",
                               QueueSize(s)));
+  board->queue_depth = QueueSize(s);
   if (absl::Status st = WaitForPongs(board, 1, std::chrono::seconds(30));
       !st.ok()) {
     return st;
