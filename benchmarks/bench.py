@@ -220,6 +220,7 @@ class Bench:
         self.sessions_done = 0
         self.sessions_total = 0
         self.started = time.monotonic()
+        self.load_before = os.getloadavg()
         self.probe = {}
         self.no_backend = {}  # wake backend -> why this kernel cannot run it
 
@@ -605,6 +606,7 @@ class Bench:
         if sys.stderr.isatty():
             sys.stderr.write("\r\033[K")
         self.elapsed = time.monotonic() - self.started
+        self.load_after = os.getloadavg()
 
 
 # --- results -------------------------------------------------------------------
@@ -718,6 +720,10 @@ class Report:
         out.append(f"- command: `{b.args.command}` at {m['date']}, commit "
                    f"{m['commit']}; {b.plan.rounds} round(s), "
                    f"{b.sessions_done} sessions in {b.elapsed:.0f} s")
+        out.append("- other load on the machine: 1-minute load average "
+                   f"{b.load_before[0]:.1f} before, {b.load_after[0]:.1f} after "
+                   f"({m['cpus']} CPUs; the bench itself adds about 1 to the second; "
+                   "beyond that other work competed, and the tails show it)")
         out.append(f"- tether default wake backend: {b.probe.get('default')} "
                    f"({b.probe.get('default_reason', '')})")
         out.append("- one-way latency = round trip / 2, in us; csw/rt = "
@@ -942,6 +948,7 @@ class Report:
             "mode": b.plan.mode,
             "rounds": b.plan.rounds,
             "elapsed_s": round(b.elapsed, 1),
+            "load_average_before_after": [b.load_before[0], b.load_after[0]],
             "tether_default_backend": b.probe.get("default"),
             "kernel_probe": b.probe,
             "systems": [{"key": s.key, "label": s.label, "info":
@@ -1023,57 +1030,47 @@ class Report:
             for p, t, k in series) + "\n"
         return png, script
 
-    def size_plot(self, directory, data, pl, mode):
+    def p99_plot(self, directory, data, name, title, x, xsetup, select):
+        """p99 against `x` (a row field), one line per system, log-log."""
         series = []
         for s in self.b.systems:
-            pts = [r for r in self.rows if r["test"] == "latency" and not r["load"]
-                   and r["placement"] == pl and r["system"] == s.key and
-                   r["mode"] == mode]
+            pts = [r for r in self.rows if r["system"] == s.key and select(r)]
             if len(pts) < 2:
                 continue
-            path = os.path.join(data, f"size-{pl}-{mode}-{s.key.replace('/', '_')}.dat")
+            path = os.path.join(data, f"{name}-{s.key.replace('/', '_')}.dat")
             with open(path, "w") as f:
-                for r in sorted(pts, key=lambda r: r["payload"]):
-                    f.write(f"{r['payload']} {r['p99']} {r['p50']}\n")
+                for r in sorted(pts, key=lambda r: r[x]):
+                    f.write(f"{r[x]} {r['p99']} {r['p50']}\n")
             series.append((path, s.label, s.key))
         if not series:
             return None
-        png = os.path.join(directory, f"p99-vs-payload-{mode}-{pl}.png")
-        script = self.header(f"p99 one-way latency vs payload, {mode}, "
-                             f"{PLACEMENTS[pl][0]} ({self.b.plan.mode} run)")
-        script += (f"set output '{png}'\nset logscale xy\nset xlabel 'payload (bytes, log)'\n"
-                   "set ylabel 'p99 one-way latency (us, log)'\n"
-                   "set xtics ('64 B' 64, '4 KiB' 4096, '64 KiB' 65536, "
-                   "'1 MiB' 1048576, '4 MiB' 4194304)\n")
+        png = os.path.join(directory, f"{name}.png")
+        script = self.header(f"{title} ({self.b.plan.mode} run)")
+        script += (f"set output '{png}'\nset logscale xy\n"
+                   "set ylabel 'p99 one-way latency (us, log)'\n" + xsetup)
         script += "plot " + ", ".join(
             f"'{p}' using 1:2 with linespoints {style(k)} pt 7 ps 0.8 title '{t}'"
             for p, t, k in series) + "\n"
         return png, script
 
+    def size_plot(self, directory, data, pl, mode):
+        return self.p99_plot(
+            directory, data, f"p99-vs-payload-{mode}-{pl}",
+            f"p99 one-way latency vs payload, {mode}, {PLACEMENTS[pl][0]}",
+            "payload",
+            "set xlabel 'payload (bytes, log)'\n"
+            "set xtics ('64 B' 64, '4 KiB' 4096, '64 KiB' 65536, "
+            "'1 MiB' 1048576, '4 MiB' 4194304)\n",
+            lambda r: (r["test"] == "latency" and not r["load"] and
+                       r["placement"] == pl and r["mode"] == mode))
+
     def fanout_plot(self, directory, data, pl):
-        series = []
-        for s in self.b.systems:
-            pts = [r for r in self.rows if r["test"] == "fanout" and
-                   r["placement"] == pl and r["system"] == s.key]
-            if len(pts) < 2:
-                continue
-            path = os.path.join(data, f"fan-{pl}-{s.key.replace('/', '_')}.dat")
-            with open(path, "w") as f:
-                for r in sorted(pts, key=lambda r: r["subscribers"]):
-                    f.write(f"{r['subscribers']} {r['p99']} {r['p50']}\n")
-            series.append((path, s.label, s.key))
-        if not series:
-            return None
-        png = os.path.join(directory, f"p99-vs-subscribers-{pl}.png")
-        script = self.header(f"fan-out: p99 latency of the last subscriber, 64 B, "
-                             f"{PLACEMENTS[pl][0]} ({self.b.plan.mode} run)")
-        script += (f"set output '{png}'\nset logscale xy\n"
-                   "set xlabel 'subscribers'\nset ylabel 'p99 one-way latency (us, log)'\n"
-                   "set xtics (1, 2, 4, 8, 16)\n")
-        script += "plot " + ", ".join(
-            f"'{p}' using 1:2 with linespoints {style(k)} pt 7 ps 0.8 title '{t}'"
-            for p, t, k in series) + "\n"
-        return png, script
+        return self.p99_plot(
+            directory, data, f"p99-vs-subscribers-{pl}",
+            f"fan-out: p99 latency of the last subscriber, 64 B, "
+            f"{PLACEMENTS[pl][0]}", "subscribers",
+            "set xlabel 'subscribers'\nset xtics (1, 2, 4, 8, 16)\n",
+            lambda r: r["test"] == "fanout" and r["placement"] == pl)
 
 
 # Line style per system in the plots: tether blue/green (dashed: +spin),

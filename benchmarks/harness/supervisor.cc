@@ -378,4 +378,20 @@ int RunnerMain(int argc, char** argv, const std::string& system,
   return error.empty() ? 0 : 1;
 }
 
+int PingPongMain(int argc, char** argv, const std::string& system,
+                 SessionFn ping, IndexedFn pong, SessionFn publisher,
+                 SessionFn subscriber) {
+  return RunnerMain(argc, argv, system, [&](const Session& s) {
+    Roles roles;
+    if (s.test == Test::kThroughput) {
+      roles.ping = [&s, publisher](Board* b) { return publisher(s, b); };
+      roles.pong = [&s, subscriber](Board* b, int) { return subscriber(s, b); };
+    } else {
+      roles.ping = [&s, ping](Board* b) { return ping(s, b); };
+      roles.pong = [&s, pong](Board* b, int i) { return pong(s, b, i); };
+    }
+    return roles;
+  });
+}
+
 }  // namespace tether::bench

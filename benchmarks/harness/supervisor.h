@@ -40,6 +40,14 @@ struct Roles {
 int RunnerMain(int argc, char** argv, const std::string& system,
                absl::FunctionRef<Roles(const Session&)> make_roles);
 
+// The usual main() of a runner whose roles need only the session: ping and
+// pong for latency and fanout, publisher and subscriber for throughput.
+using SessionFn = absl::Status (*)(const Session&, Board*);
+using IndexedFn = absl::Status (*)(const Session&, Board*, int index);
+int PingPongMain(int argc, char** argv, const std::string& system,
+                 SessionFn ping, IndexedFn pong, SessionFn publisher,
+                 SessionFn subscriber);
+
 // For the roles: a ponger says it can receive (its subscription exists and
 // its reply path is connected); the pinger waits for all of them.
 void MarkPongReady(Board* board);

@@ -197,15 +197,5 @@ absl::Status Subscriber(const Session& s, Board* board) {
 
 int main(int argc, char** argv) {
   using namespace tether::bench;
-  return RunnerMain(argc, argv, "ros1", [&](const Session& s) {
-    Roles roles;
-    if (s.test == Test::kThroughput) {
-      roles.ping = [&](Board* b) { return Publisher(s, b); };
-      roles.pong = [&](Board* b, int) { return Subscriber(s, b); };
-    } else {
-      roles.ping = [&](Board* b) { return Ping(s, b); };
-      roles.pong = [&](Board* b, int i) { return Pong(s, b, i); };
-    }
-    return roles;
-  });
+  return PingPongMain(argc, argv, "ros1", Ping, Pong, Publisher, Subscriber);
 }
