@@ -25,7 +25,9 @@ and builds the runners first. Uses only the Python standard library.
 """
 
 import argparse
+import ctypes
 import datetime
+import glob
 import json
 import math
 import os
@@ -192,6 +194,22 @@ class Interrupted(Exception):
     pass
 
 
+_LIBC = ctypes.CDLL(None, use_errno=True)
+PR_SET_PDEATHSIG = 1
+
+
+def dies_with_us(sig):
+    """preexec_fn: the child gets `sig` if this driver dies, even by
+    SIGKILL (no trap runs then), so nothing it started outlives it."""
+    parent = os.getpid()
+
+    def setup():
+        _LIBC.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        if os.getppid() != parent:  # the driver died before prctl
+            os.kill(os.getpid(), int(sig))
+    return setup
+
+
 class Bench:
     def __init__(self, args):
         self.args = args
@@ -204,7 +222,8 @@ class Bench:
             self.plan.samples = {p: args.samples * self.plan.rounds
                                  for p in PAYLOADS}
             self.plan.fanout_samples = args.samples * min(self.plan.rounds, 2)
-        self.tmp = tempfile.mkdtemp(prefix="tether-bench-")
+        sweep_stale()
+        self.tmp = tempfile.mkdtemp(prefix=f"tether-bench-{os.getpid()}-")
         self.shm_prefix = f"/dev/shm/tether-bench-{os.getpid()}-"
         self.shm_count = 0
         self.roudi = None
@@ -250,7 +269,7 @@ class Bench:
             ["unshare", "--mount", "--propagation", "private", "--",
              "/bin/sh", "-c", script],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True)
+            start_new_session=True, preexec_fn=dies_with_us(signal.SIGKILL))
         log.close()
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
@@ -293,7 +312,8 @@ class Bench:
         log = open(self.log_path("roscore.log"), "w")
         self.roscore = subprocess.Popen(
             [roscore, "-p", str(port)], env=env, stdin=subprocess.DEVNULL,
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=dies_with_us(signal.SIGINT))
         log.close()
         master = xmlrpc.client.ServerProxy(self.ros_env["ROS_MASTER_URI"])
         deadline = time.monotonic() + 30
@@ -322,7 +342,7 @@ class Bench:
     def start_load(self, cpu):
         self.load = subprocess.Popen(
             [os.path.join(self.bin, "benchmarks/bench_load"), f"--cpu={cpu}"],
-            stdin=subprocess.DEVNULL)
+            stdin=subprocess.DEVNULL, preexec_fn=dies_with_us(signal.SIGKILL))
         time.sleep(0.2)
 
     def stop_load(self):
@@ -461,9 +481,10 @@ class Bench:
         args, env = self.command(system, extra)
         err_path = self.log_path(f"session-{self.sessions_done}.err")
         with open(err_path, "w") as err:
-            self.current = subprocess.Popen(args, env=env, stdout=subprocess.PIPE,
-                                            stderr=err, stdin=subprocess.DEVNULL,
-                                            text=True)
+            self.current = subprocess.Popen(
+                args, env=env, stdout=subprocess.PIPE, stderr=err,
+                stdin=subprocess.DEVNULL, text=True,
+                preexec_fn=dies_with_us(signal.SIGTERM))
             try:
                 out, _ = self.current.communicate(timeout=timeout_s + 15)
             except subprocess.TimeoutExpired:
@@ -607,6 +628,26 @@ class Bench:
             sys.stderr.write("\r\033[K")
         self.elapsed = time.monotonic() - self.started
         self.load_after = os.getloadavg()
+
+
+def sweep_stale():
+    """Removes what a bench killed with SIGKILL (no cleanup ran) left: its
+    temporary directory and any shared-memory root, named by its pid."""
+    for pattern in (os.path.join(tempfile.gettempdir(), "tether-bench-*"),
+                    "/dev/shm/tether-bench-*"):
+        for path in glob.glob(pattern):
+            parts = os.path.basename(path).split("-")
+            if len(parts) < 3 or not parts[2].isdigit():
+                continue
+            pid = int(parts[2])
+            try:
+                os.kill(pid, 0)
+                continue  # still running: not ours to touch
+            except ProcessLookupError:
+                pass
+            except PermissionError:
+                continue
+            shutil.rmtree(path, ignore_errors=True)
 
 
 # --- results -------------------------------------------------------------------

@@ -75,6 +75,9 @@ struct Session {
   int timeout_s = 300;       // the whole session; then every child is killed
   std::string out;           // results file (JSON lines); empty: stdout
   std::string name;          // system name in the output and errors
+  // Unique per session (the supervisor's pid, set by RunnerMain): systems
+  // with a global namespace (DDS topics) add it to their names.
+  int run_id = 0;
 
   // Largest payload of the session (sizes channels and buffers).
   uint32_t max_payload() const;

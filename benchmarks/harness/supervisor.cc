@@ -253,6 +253,7 @@ int RunnerMain(int argc, char** argv, const std::string& system,
   }
   Session session = std::move(*parsed);
   if (session.name == argv[0]) session.name = system;
+  session.run_id = static_cast<int>(::getpid());
   // Results go to the original stdout (a pipe the driver reads, also
   // across mount namespaces); whatever the libraries print goes to stderr.
   FILE* out = nullptr;

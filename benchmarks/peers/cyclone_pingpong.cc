@@ -256,7 +256,14 @@ std::string Info(const Node& node) {
                             "), waitset + read condition, loaned takes");
 }
 
-std::string PongTopic(int i) { return absl::StrCat("bench_pong", i); }
+// Topic names carry the session's run id: two benches that picked the same
+// domain still never match each other's endpoints.
+std::string PingTopic(const Session& s) {
+  return absl::StrCat("bench_ping_", s.run_id);
+}
+std::string PongTopic(const Session& s, int i) {
+  return absl::StrCat("bench_pong", i, "_", s.run_id);
+}
 
 absl::Status Ping(const Session& s, Board* board) {
   Node node;
@@ -266,14 +273,14 @@ absl::Status Ping(const Session& s, Board* board) {
   std::map<dds_attach_t, dds_entity_t> readers;
   std::vector<dds_entity_t> all_writers, all_readers;
   for (uint32_t size : Sizes(s)) {
-    absl::StatusOr<dds_entity_t> w = node.Writer("bench_ping", size);
+    absl::StatusOr<dds_entity_t> w = node.Writer(PingTopic(s), size);
     if (!w.ok()) return w.status();
     writers[size] = *w;
     all_writers.push_back(*w);
     for (int i = 0; i < s.pongs; ++i) {
       // Key: pong index in the low byte.
       const dds_attach_t key = (static_cast<dds_attach_t>(size) << 8) | i;
-      absl::StatusOr<dds_entity_t> r = node.Reader(PongTopic(i), size, key);
+      absl::StatusOr<dds_entity_t> r = node.Reader(PongTopic(s, i), size, key);
       if (!r.ok()) return r.status();
       readers[key] = *r;
       all_readers.push_back(*r);
@@ -324,11 +331,11 @@ absl::Status Pong(const Session& s, Board* board, int index) {
   std::map<dds_attach_t, dds_entity_t> readers;
   std::vector<dds_entity_t> all_writers, all_readers;
   for (uint32_t size : Sizes(s)) {
-    absl::StatusOr<dds_entity_t> w = node.Writer(PongTopic(index), size);
+    absl::StatusOr<dds_entity_t> w = node.Writer(PongTopic(s, index), size);
     if (!w.ok()) return w.status();
     writers[size] = *w;
     all_writers.push_back(*w);
-    absl::StatusOr<dds_entity_t> r = node.Reader("bench_ping", size, size);
+    absl::StatusOr<dds_entity_t> r = node.Reader(PingTopic(s), size, size);
     if (!r.ok()) return r.status();
     readers[size] = *r;
     all_readers.push_back(*r);
@@ -372,7 +379,7 @@ absl::Status Publisher(const Session& s, Board* board) {
   std::map<uint32_t, dds_entity_t> writers;
   std::vector<dds_entity_t> all;
   for (uint32_t size : Sizes(s)) {
-    absl::StatusOr<dds_entity_t> w = node.Writer("bench_ping", size);
+    absl::StatusOr<dds_entity_t> w = node.Writer(PingTopic(s), size);
     if (!w.ok()) return w.status();
     writers[size] = *w;
     all.push_back(*w);
@@ -406,7 +413,7 @@ absl::Status Subscriber(const Session& s, Board* board) {
   std::map<dds_attach_t, dds_entity_t> readers;
   std::vector<dds_entity_t> all;
   for (uint32_t size : Sizes(s)) {
-    absl::StatusOr<dds_entity_t> r = node.Reader("bench_ping", size, size);
+    absl::StatusOr<dds_entity_t> r = node.Reader(PingTopic(s), size, size);
     if (!r.ok()) return r.status();
     readers[size] = *r;
     all.push_back(*r);
