@@ -1099,7 +1099,7 @@ class Report:
             directory, data, f"p99-vs-payload-{mode}-{pl}",
             f"p99 one-way latency vs payload, {mode}, {PLACEMENTS[pl][0]}",
             "payload",
-            "set xlabel 'payload (bytes, log)'\n"
+            "set xlabel 'payload (bytes, log)'\nset xrange [48:6e6]\n"
             "set xtics ('64 B' 64, '4 KiB' 4096, '64 KiB' 65536, "
             "'1 MiB' 1048576, '4 MiB' 4194304)\n",
             lambda r: (r["test"] == "latency" and not r["load"] and
@@ -1110,7 +1110,8 @@ class Report:
             directory, data, f"p99-vs-subscribers-{pl}",
             f"fan-out: p99 latency of the last subscriber, 64 B, "
             f"{PLACEMENTS[pl][0]}", "subscribers",
-            "set xlabel 'subscribers'\nset xtics (1, 2, 4, 8, 16)\n",
+            "set xlabel 'subscribers'\nset xrange [0.8:20]\n"
+            "set xtics (1, 2, 4, 8, 16)\n",
             lambda r: r["test"] == "fanout" and r["placement"] == pl)
 
 
