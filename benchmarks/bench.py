@@ -111,6 +111,10 @@ class Plan:
 
     def __init__(self, mode):
         self.mode = mode
+        # Latency/fanout: a case stops recording after this long (keeping at
+        # least 30 samples), so a system at 100 ms per round trip (Cyclone
+        # over UDP at 4 MiB) does not set the length of the run.
+        self.case_budget_ms = {"tiny": 0, "quick": 2000}.get(mode, 5000)
         if mode == "tiny":  # the harness test: proves the pipeline only
             self.rounds = 1
             self.samples = {p: 20 for p in PAYLOADS}
@@ -478,6 +482,8 @@ class Bench:
         _, ping_cpu, pong_cpu = PLACEMENTS[placement]
         extra = [f"--test={test}", f"--ping_cpu={ping_cpu}",
                  f"--pong_cpu={pong_cpu}", f"--timeout_s={timeout_s}"] + extra
+        if test != "throughput" and self.plan.case_budget_ms:
+            extra.append(f"--case_budget_ms={self.plan.case_budget_ms}")
         args, env = self.command(system, extra)
         err_path = self.log_path(f"session-{self.sessions_done}.err")
         with open(err_path, "w") as err:
@@ -771,7 +777,10 @@ class Report:
                    "voluntary context switches of all processes per round "
                    "trip (a spinner shows ~0); ratios are p50 (or p99) of the "
                    "row over the same case's raw futex floor or peer, in this "
-                   "run\n")
+                   "run" + (f"; a case stops recording after "
+                            f"{b.plan.case_budget_ms / 1000:g} s (n: the "
+                            "samples it got)" if b.plan.case_budget_ms else "")
+                   + "\n")
         for name, reason in sorted(b.no_backend.items()):
             if b.args.systems is None or "tether" in b.args.systems.split(","):
                 out.append(f"- tether {name}: not measured — {reason}")
@@ -842,14 +851,14 @@ class Report:
         if not rows:
             return ""
         cols = self.peer_columns()
-        head = ["placement", "payload", "write", "system", "p50", "p90", "p99",
-                "p99.9", "max", "mean", "csw/rt", "p99 / futex floor"]
+        head = ["placement", "payload", "write", "system", "n", "p50", "p90",
+                "p99", "p99.9", "max", "mean", "csw/rt", "p99 / futex floor"]
         head += [f"p50 / {name}" for _, name in cols]
         lines = ["| " + " | ".join(head) + " |",
                  "|" + "|".join("---" for _ in head) + "|"]
         for r in rows:
             cells = [PLACEMENTS[r["placement"]][0], human_size(r["payload"]),
-                     r["mode"], r["label"]]
+                     r["mode"], r["label"], str(r["n"])]
             cells += [fmt(r[k]) for k in ("p50", "p90", "p99", "p999", "max",
                                            "mean")]
             cells.append(f"{r['vcsw_per_rt']:.1f}")

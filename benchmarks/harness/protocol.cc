@@ -88,6 +88,7 @@ void PayloadSource::Write(absl::Span<std::byte> out, WriteMode mode,
 PingDriver::PingDriver(const Session& session, Board* board)
     : cases_(session.cases),
       pongs_(session.pongs),
+      budget_ns_(static_cast<uint64_t>(session.case_budget_ms) * 1000000u),
       board_(board),
       source_(session.max_payload()) {}
 
@@ -103,14 +104,21 @@ PingDriver::Outgoing PingDriver::Next() {
     return o;
   }
   const Case& c = cases_[case_];
-  const uint64_t total = static_cast<uint64_t>(c.warmup + c.samples);
-  if (!stop_in_flight_ && next_ < total) {
+  const uint64_t warmup = static_cast<uint64_t>(c.warmup);
+  const uint64_t total = warmup + static_cast<uint64_t>(c.samples);
+  // A slow system ends a case at its time budget, once it has a few samples.
+  const bool over_budget =
+      budget_ns_ > 0 && next_ > warmup &&
+      next_ - warmup >= std::min<uint64_t>(c.samples, kMinSamplesInBudget) &&
+      NowNs() - measure_start_ > budget_ns_;
+  if (!stop_in_flight_ && next_ < total && !over_budget) {
     o.kind = Kind::kData;
     o.sequence = next_++;
     o.size = c.payload;
     o.mode = c.mode;
-    if (o.sequence == static_cast<uint64_t>(c.warmup)) {
+    if (o.sequence == warmup) {
       ping_start_ = ProcessSwitches();
+      measure_start_ = NowNs();
     }
   } else {
     o.kind = Kind::kStop;
@@ -141,7 +149,9 @@ bool PingDriver::Reply(int pong, const Header& header) {
   const Case& c = cases_[case_];
   if (sequence_ == kStop) {
     result.ping = Minus(ProcessSwitches(), ping_start_);
-    result.samples = c.samples;
+    // Every data message before the stop was answered and recorded.
+    result.samples = static_cast<int32_t>(
+        next_ > static_cast<uint64_t>(c.warmup) ? next_ - c.warmup : 0);
     result.done.store(1, std::memory_order_release);
     ++case_;
     next_ = 0;

@@ -127,7 +127,9 @@ class PayloadSource {
   std::vector<std::byte> bytes_;
 };
 
-// The pinger (latency, fanout). Usage from the system's code:
+// The pinger (latency, fanout). A case ends after its samples, or after
+// Session::case_budget_ms of recording (a slow system: at least 30 samples);
+// the board then holds how many it recorded. Usage from the system's code:
 //   Outgoing o = ping.Next();            // at start and after Reply()==true
 //   if (o.kind == kTerminate) { send a kMinPayload message; stop; }
 //   span = the system's buffer of o.size bytes; ping.Write(span, o);
@@ -159,11 +161,16 @@ class PingDriver {
   const Case& current() const { return cases_[case_]; }
 
  private:
+  // A case cut short by its budget still has at least this many samples.
+  static constexpr uint64_t kMinSamplesInBudget = 30;
+
   const std::vector<Case> cases_;
   const int pongs_;
+  const uint64_t budget_ns_;  // 0: none
   Board* const board_;
   PayloadSource source_;
   int case_ = 0;
+  uint64_t measure_start_ = 0;  // the first recorded message's send
   uint64_t next_ = 0;      // the next data sequence of the case
   uint64_t sequence_ = 0;  // of the message in flight
   bool stop_in_flight_ = false;

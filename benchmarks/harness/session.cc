@@ -89,6 +89,8 @@ std::string UsageText(const std::string& system) {
       "                                     throughput: each rate's phase\n"
       "  --shm_root=DIR                     where shared memory files go\n"
       "  --timeout_s=N                      kill the session after N s\n"
+      "  --case_budget_ms=N                 end a case after N ms (>= 30\n"
+      "                                     samples; 0: never)\n"
       "  --out=FILE                         results file (default stdout)\n"
       "  --name=NAME                        system name in the results\n");
 }
@@ -164,6 +166,8 @@ absl::StatusOr<Session> ParseSession(int argc, char** argv) {
       s.shm_root = std::string(v);
     } else if (Match(a, "timeout_s", &v)) {
       st = Number("timeout_s", v, &s.timeout_s);
+    } else if (Match(a, "case_budget_ms", &v)) {
+      st = Number("case_budget_ms", v, &s.case_budget_ms);
     } else if (Match(a, "out", &v)) {
       s.out = std::string(v);
     } else if (Match(a, "name", &v)) {
@@ -192,8 +196,9 @@ absl::StatusOr<Session> ParseSession(int argc, char** argv) {
         "--payload >= ",
         kMinPayload));
   }
-  if (s.timeout_s < 1 || s.spin_us < 0) {
-    return absl::InvalidArgumentError("--timeout_s >= 1 and --spin_us >= 0");
+  if (s.timeout_s < 1 || s.spin_us < 0 || s.case_budget_ms < 0) {
+    return absl::InvalidArgumentError(
+        "want --timeout_s >= 1, --spin_us >= 0, --case_budget_ms >= 0");
   }
   if (s.name.empty()) s.name = argc > 0 ? argv[0] : "runner";
   return s;

@@ -73,6 +73,9 @@ struct Session {
   // removed when the session ends). The driver passes a unique path.
   std::string shm_root;
   int timeout_s = 300;       // the whole session; then every child is killed
+  // Latency/fanout: a case stops recording after this long (0: never), so
+  // a system at 100 ms per round trip does not decide the run's length.
+  int case_budget_ms = 0;
   std::string out;           // results file (JSON lines); empty: stdout
   std::string name;          // system name in the output and errors
   // Unique per session (the supervisor's pid, set by RunnerMain): systems

@@ -6,6 +6,8 @@
 // counting gaps as losses.
 #include "benchmarks/harness/protocol.h"
 
+#include <time.h>
+
 #include <cstring>
 #include <vector>
 
@@ -97,6 +99,35 @@ TEST(PingPong, IgnoresRepliesToOtherMessagesAndDuplicates) {
   EXPECT_FALSE(ping.Reply(0, Header{o.sequence, 0}));      // duplicate
   EXPECT_FALSE(ping.Reply(5, Header{o.sequence, 0}));      // no such pong
   EXPECT_TRUE(ping.Reply(1, Header{o.sequence, 0}));
+}
+
+TEST(PingPong, ACaseOverItsTimeBudgetEndsWithAtLeastThirtySamples) {
+  Session s;
+  s.cases = {Case{64, WriteMode::kTouch16, 1000, 2}};
+  s.case_budget_ms = 1;
+  Board* board = *MapBoard(s);
+  PingDriver ping(s, board);
+  PongDriver pong(s, board, 0);
+  std::vector<std::byte> buffer(64);
+  int data = 0;
+  for (;;) {
+    const PingDriver::Outgoing o = ping.Next();
+    if (o.kind == PingDriver::Kind::kTerminate) break;
+    data += o.kind == PingDriver::Kind::kData;
+    absl::Span<std::byte> out(buffer.data(), buffer.size());
+    ping.Write(out, o);
+    const PongDriver::Action a = pong.OnMessage(out);
+    std::vector<std::byte> reply(a.size);
+    pong.Write(absl::Span<std::byte>(reply.data(), reply.size()), a);
+    if (o.kind == PingDriver::Kind::kData) {
+      timespec ts{0, 200000};  // 30 rounds take 6 ms, past the 1 ms budget
+      ::nanosleep(&ts, nullptr);
+    }
+    ASSERT_TRUE(ping.Reply(0, ReadHeader(reply)));
+  }
+  EXPECT_EQ(board->cases[0].done.load(), 1);
+  EXPECT_EQ(board->cases[0].samples, 30);
+  EXPECT_EQ(data, 2 + 30);
 }
 
 TEST(PayloadSource, Touch16WritesOnlyTheHeaderAndFullWritesEveryByte) {
