@@ -144,6 +144,7 @@ bool PingDriver::Reply(int pong, const Header& header) {
   replied_mask_ |= bit;
   if (++replies_ < pongs_) return false;
   const uint64_t now = NowNs();
+  board_->progress.fetch_add(1, std::memory_order_relaxed);
   if (finished()) return false;
   CaseResult& result = board_->cases[case_];
   const Case& c = cases_[case_];
@@ -277,6 +278,7 @@ absl::Status RateSender::Run(SendFn send) {
     const bool ok = RunPhase(phase, rate, send, &r);
     board_->phases[phase] = r;  // RunPhase copied the subscriber's counts in
     board_->phase_count = phase + 1;
+    board_->progress.fetch_add(1, std::memory_order_relaxed);
     if (r.received < 0) {
       return absl::DeadlineExceededError(absl::StrCat(
           "throughput phase at ", rate,

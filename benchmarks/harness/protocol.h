@@ -80,6 +80,9 @@ struct Board {
   std::atomic<int> pongs_ready{0};
   std::atomic<int> ping_ready{0};
   std::atomic<int> failed{0};
+  // Bumped by the pinger per completed round and by the rate sender per
+  // phase: the supervisor calls a session that stops moving a hang.
+  std::atomic<uint64_t> progress{0};
   char error[1024] = {};
   char info[1024] = {};
   // Throughput: how many messages the subscriber side can hold (the

@@ -331,6 +331,12 @@ int RunnerMain(int argc, char** argv, const std::string& system,
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::seconds(session.timeout_s);
   std::optional<std::chrono::steady_clock::time_point> ping_done_at;
+  // Once rounds complete, a session whose progress stops for this long is
+  // hung (a lost message or wakeup): say so instead of waiting for the
+  // timeout. Checked once a second.
+  constexpr auto kStall = std::chrono::seconds(30);
+  uint64_t last_progress = 0;
+  auto progress_at = std::chrono::steady_clock::now();
   while (error.empty()) {
     const int failed = Reap(children);
     if (failed >= 0) {
@@ -349,7 +355,17 @@ int RunnerMain(int argc, char** argv, const std::string& system,
       error = absl::StrCat("timed out after ", session.timeout_s, " s");
       break;
     }
-    auto wake = deadline;
+    const uint64_t progress = board->progress.load(std::memory_order_relaxed);
+    if (progress != last_progress) {
+      last_progress = progress;
+      progress_at = now;
+    } else if (progress > 0 && now - progress_at > kStall) {
+      error = absl::StrCat(
+          "hung: no round trip completed for ", kStall.count(), " s after ",
+          progress, " (a lost message or a lost wakeup)");
+      break;
+    }
+    auto wake = std::min(deadline, now + std::chrono::seconds(1));
     if (ping_done_at.has_value()) {
       if (now > *ping_done_at + std::chrono::seconds(5)) {
         error = "a ponger did not exit within 5 s of the pinger";
