@@ -115,7 +115,7 @@ class Plan:
         # Latency/fanout: a case stops recording after this long (keeping at
         # least 30 samples), so a system at 100 ms per round trip (Cyclone
         # over UDP at 4 MiB) does not set the length of the run.
-        self.case_budget_ms = {"tiny": 0, "quick": 2000}.get(mode, 5000)
+        self.case_budget_ms = {"tiny": 0, "quick": 1500}.get(mode, 5000)
         if mode == "tiny":  # the harness test: proves the pipeline only
             self.rounds = 1
             self.samples = {p: 20 for p in PAYLOADS}
@@ -131,7 +131,7 @@ class Plan:
         elif mode == "quick":
             self.rounds = 2
             self.samples = {64: 1000, 4096: 400, 65536: 300, 1048576: 100,
-                            4194304: 40}
+                            4194304: 20}
             self.payloads = PAYLOADS
             self.fanout = [1, 4, 16]
             self.fanout_placements = ["2cpu"]
