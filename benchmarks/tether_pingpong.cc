@@ -6,7 +6,7 @@
 // config, created once by the supervisor before the processes start.
 //
 //   --variant=BACKEND   UringEventLoopOptions::port.backend (uring_futex,
-//                       futex_thread, ...); empty: what the kernel offers
+//                       futex_waitv, ...); empty: what the kernel offers
 //   --spin_us=N         UringEventLoopOptions::port.spin
 //
 // A payload is a Cap'n Proto Data field of the case's size, built in place
@@ -132,7 +132,7 @@ absl::StatusOr<Node> MakeNode(const Session& s, Setup* setup,
     if (!options.port.backend.has_value()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--variant=", s.variant,
-          ": not a wake backend (uring_futex, futex_thread, ...)"));
+          ": not a wake backend (uring_futex, futex_waitv, ...)"));
     }
   }
   options.port.spin = std::chrono::microseconds(s.spin_us);
@@ -290,7 +290,7 @@ int Probe() {
       ",\"kernel\":", JsonString(features.kernel_release),
       ",\"backends\":[");
   // Every backend the loop knows by name (kernel_probe.h).
-  const char* names[] = {"uring_futex", "futex_thread", "uring_persistent"};
+  const char* names[] = {"uring_futex", "futex_waitv", "uring_persistent"};
   bool first = true;
   for (const char* name : names) {
     const std::optional<loop::WakeBackend> b = loop::ParseWakeBackend(name);

@@ -63,7 +63,12 @@ absl::Status Driver::AddWatcher(internal::Watcher* w) {
 absl::Status Driver::WatchStop(int stop_fd, const StopSignals* signals) {
   TETHER_LOOP_CHECK(stop_fd_ < 0 && stop_signals_ == nullptr,
                     "WatchStop called twice");
-  if (stop_fd >= 0) {
+  if (signals != nullptr) {
+    // A word, which every port can wait on (futex_waitv cannot wait on fds).
+    if (absl::Status s = port_->Watch(signals->word(), kStopCookie); !s.ok()) {
+      return s;
+    }
+  } else if (stop_fd >= 0) {
     if (absl::Status s = port_->WatchFd(stop_fd, kStopCookie); !s.ok()) {
       return s;
     }
@@ -106,7 +111,9 @@ Driver::RunEnd Driver::Run() {
     const WaitResult r = port_->Wait(
         dispatcher_->NextDeadline(), *this,
         [&stopped](uint64_t cookie) { stopped |= cookie == kStopCookie; });
-    if (stopped) return RunEnd::kStopped;
+    if (stopped && (stop_signals_ == nullptr || StopRequested())) {
+      return RunEnd::kStopped;
+    }
     if (r.idle) return RunEnd::kIdle;
   }
 }
