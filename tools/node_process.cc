@@ -236,18 +236,6 @@ std::vector<int> CpusOf(pid_t pid) {
   return cpus;
 }
 
-const char* PolicyName(loop::SchedPolicy policy) {
-  switch (policy) {
-    case loop::SchedPolicy::kOther:
-      return "SCHED_OTHER";
-    case loop::SchedPolicy::kFifo:
-      return "SCHED_FIFO";
-    case loop::SchedPolicy::kRoundRobin:
-      return "SCHED_RR";
-  }
-  return "?";
-}
-
 // Applies the node's CPUs, policy/priority and nice value to the waiting
 // child `pid`. Returns the settings that failed (each with its fix) and
 // fills `applied`.
@@ -298,7 +286,7 @@ std::vector<std::string> ApplyRealtime(const NodeProcessSpec& spec, pid_t pid,
     problems.push_back(std::string(sched.message()));
   } else if (spec.policy != loop::SchedPolicy::kOther) {
     applied->push_back(
-        absl::StrCat(PolicyName(spec.policy), " ", spec.priority));
+        absl::StrCat(loop::SchedPolicyName(spec.policy), " ", spec.priority));
   }
   if (spec.policy == loop::SchedPolicy::kOther) {
     errno = 0;
