@@ -70,18 +70,6 @@ void ForEachLine(std::string_view text, Fn fn) {
   }
 }
 
-// "CapEff:\t000001fffeffffff" in /proc/self/status.
-std::optional<uint64_t> ParseCapEff(std::string_view status) {
-  std::optional<uint64_t> result;
-  ForEachLine(status, [&](std::string_view line) {
-    constexpr std::string_view kKey = "CapEff:";
-    if (line.substr(0, kKey.size()) == kKey) {
-      result = ParseUint(Trim(line.substr(kKey.size())), 16);
-    }
-  });
-  return result;
-}
-
 std::optional<uint64_t> ParseLimitValue(std::string_view word) {
   if (word == "unlimited") return kUnlimited;
   return ParseUint(word);
@@ -139,7 +127,7 @@ std::string FormatCpuList(const std::vector<int>& cpus) {
 }
 
 bool HasCap(const DoctorInputs& in, int cap) {
-  return in.cap_effective.has_value() && ((*in.cap_effective >> cap) & 1) != 0;
+  return in.cap_effective.has_value() && HasCapability(*in.cap_effective, cap);
 }
 
 std::string UserOrPlaceholder(const DoctorInputs& in) {
@@ -502,10 +490,7 @@ DoctorInputs GatherDoctorInputs(const DoctorOptions& options) {
     in.rtprio = ParseLimit(*limits, "Max realtime priority");
     in.memlock = ParseLimit(*limits, "Max locked memory");
   }
-  if (std::optional<std::string> status =
-          ReadFile(options.proc_root + "/self/status")) {
-    in.cap_effective = ParseCapEff(*status);
-  }
+  in.cap_effective = ReadEffectiveCapabilities(options.proc_root);
   {
     passwd entry;
     passwd* found = nullptr;

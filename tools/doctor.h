@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "loop/kernel_probe.h"
+#include "tools/capabilities.h"
 
 namespace tether::tools {
 
@@ -34,10 +35,6 @@ struct ResourceLimit {
   uint64_t soft = 0;  // kUnlimited for "unlimited".
   uint64_t hard = 0;
 };
-
-// Linux capability bit numbers (CapEff in /proc/self/status).
-inline constexpr int kCapIpcLock = 14;
-inline constexpr int kCapSysNice = 23;
 
 // A locked-memory limit at least this large counts as enough for mlockall()
 // in a node with its channels mapped.

@@ -24,6 +24,7 @@
 #include "capnp/schema.capnp.h"
 #include "capnp/serialize.h"
 #include "kj/exception.h"
+#include "tools/capabilities.h"
 #include "tools/json_writer.h"
 #include "tools/launcher_status.capnp.h"
 #include "tools/node_process.h"
@@ -66,18 +67,6 @@ ExitInfo ExitFromWaitStatus(int status) {
     exit.value = WTERMSIG(status);
   }
   return exit;
-}
-
-// Effective capabilities of this process (CapEff), 0 if unreadable.
-uint64_t EffectiveCapabilities() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (absl::StartsWith(line, "CapEff:")) {
-      return std::strtoull(line.c_str() + 7, nullptr, 16);
-    }
-  }
-  return 0;
 }
 
 loop::SchedPolicy PolicyFor(transport::config::Policy policy) {
@@ -523,9 +512,9 @@ absl::Status Launcher::Impl::PrepareNodes(const std::string& workdir) {
     by_name[config_nodes[i].getName().cStr()] = i;
   }
   const uid_t euid = ::geteuid();
-  const uint64_t caps = EffectiveCapabilities();
-  const bool can_switch_users =
-      euid == 0 || ((caps >> 6) & 1 && (caps >> 7) & 1);  // SETGID, SETUID
+  const uint64_t caps = ReadEffectiveCapabilities().value_or(0);
+  const bool can_switch_users = euid == 0 || (HasCapability(caps, kCapSetgid) &&
+                                              HasCapability(caps, kCapSetuid));
 
   nodes_.resize(config_nodes.size());
   for (size_t i = 0; i < config_nodes.size(); ++i) {
