@@ -31,6 +31,7 @@
 #include "transport/channel_handle.h"
 #include "transport/channel_set.h"
 #include "transport/config.h"
+#include "transport/node_environment.h"
 #include "transport/typed_endpoints.h"
 
 namespace tether::tools {
@@ -553,11 +554,14 @@ absl::Status Launcher::Impl::PrepareNodes(const std::string& workdir) {
     for (const config::EnvVar::Reader v : c.getEnv()) {
       env.Set(v.getName().cStr(), v.getValue().cStr());
     }
-    env.Set("TETHER_ROOT",
-            fs::absolute(options_.channels.root).lexically_normal().string());
-    env.Set("TETHER_INSTANCE", options_.channels.instance);
-    env.Set("TETHER_NODE", node.name);
-    env.Set("TETHER_STACK", stack_path_);
+    transport::NodeEnvironment contract;
+    contract.node_name = node.name;
+    contract.config_path = stack_path_;
+    contract.channels = options_.channels;
+    for (const transport::EnvVariable& v :
+         transport::NodeEnvironmentVariables(contract)) {
+      env.Set(v.name, v.value);
+    }
     spec.env = env.entries();
 
     const std::string command = c.getCommand().cStr();

@@ -15,11 +15,9 @@
 // error naming the type, rather than letting nodes create their channels
 // (which would make channel shape and existence depend on start order).
 //
-// Nodes learn where their channels are from environment variables:
-//   TETHER_ROOT      channel root directory (absolute)
-//   TETHER_INSTANCE  stack instance (a folder under the root)
-//   TETHER_NODE      the node's name in the stack
-//   TETHER_STACK     the stack config file (absolute), for ChannelSet
+// Nodes learn their name, their stack file and where their channels are
+// from the environment variables of transport/node_environment.h (the root
+// and instance of LaunchOptions::channels, the node's name, the stack file).
 // These override the node's configured env; everything else is inherited
 // from LaunchOptions::base_env, then the node's env.
 //

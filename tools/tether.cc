@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "loop/signals.h"
 #include "tools/arg_parser.h"
@@ -24,6 +25,7 @@
 #include "tools/pub.h"
 #include "tools/stat.h"
 #include "transport/channel_handle.h"
+#include "transport/node_environment.h"
 
 extern char** environ;
 
@@ -79,17 +81,20 @@ int RunList(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
 ArgParser LaunchParser() {
   ArgParser parser(
       "tether launch",
-      "Starts a stack: creates every channel of the <stack> config, then\n"
-      "starts its nodes in startAfter order, each with its scheduling, CPUs,\n"
-      "user and environment (plus TETHER_ROOT, TETHER_INSTANCE, TETHER_NODE\n"
-      "and TETHER_STACK). Node output is prefixed with [node]. Nodes are\n"
-      "restarted by their restart policy with exponential backoff; a node\n"
-      "that keeps failing is given up after restart.maxRestarts. Ctrl-C or\n"
-      "SIGTERM stops the nodes in reverse start order (SIGTERM, then SIGKILL\n"
-      "after --kill-timeout); a second Ctrl-C kills the launcher, and its\n"
-      "nodes with it. The stack's status is published on the channel\n"
-      "/tether/launcher/status.\n"
-      "Exits 1 if a node failed for good (or never started), else 0.");
+      absl::StrCat(
+          "Starts a stack: creates every channel of the <stack> config, then\n"
+          "starts its nodes in startAfter order, each with its scheduling,\n"
+          "CPUs, user and environment (plus ",
+          transport::kEnvRoot, ", ", transport::kEnvInstance, ",\n",
+          transport::kEnvNode, " and ", transport::kEnvStack,
+          "). Node output is prefixed with [node].\n"
+          "Nodes are restarted by their restart policy with exponential\n"
+          "backoff; a node that keeps failing is given up after\n"
+          "restart.maxRestarts. Ctrl-C or SIGTERM stops the nodes in reverse\n"
+          "start order (SIGTERM, then SIGKILL after --kill-timeout); a second\n"
+          "Ctrl-C kills the launcher, and its nodes with it. The stack's\n"
+          "status is published on the channel /tether/launcher/status.\n"
+          "Exits 1 if a node failed for good (or never started), else 0."));
   parser.AddPositional("stack", "the stack config (JSON)");
   AddRootInstanceOptions(parser);
   parser.AddOption("duration", "SECONDS",
