@@ -2,9 +2,13 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <system_error>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "loop/realtime.h"
+#include "transport/schema_file.h"
 
 namespace tether::loop {
 
@@ -43,16 +47,32 @@ absl::Status NodeMain::Init(const RegisterSchemasFn& register_schemas) {
   if (!signals.ok()) return signals.status();
   signals_ = std::move(*signals);
 
+  // The node's own types first: they keep their compiled schema.
   if (register_schemas) register_schemas(&schemas_);
-  absl::StatusOr<transport::StackConfig> stack = transport::LoadStackConfig(
-      environment_.config_path, schemas_.known_types());
-  if (!stack.ok()) {
+  auto stack_error = [&](const absl::Status& s) {
     return absl::Status(
-        stack.status().code(),
+        s.code(),
         absl::StrCat("loading the stack config ", environment_.config_path,
                      " (pass --config=FILE or set ", transport::kEnvStack,
-                     "): ", stack.status().message()));
+                     "): ", s.message()));
+  };
+  // Then the stack's schema files, for the channels of types the node does
+  // not link (a stack that cannot be listed fails to load just below).
+  absl::StatusOr<std::vector<transport::StackSchemaFile>> schema_files =
+      transport::ListStackSchemaFiles(environment_.config_path);
+  if (schema_files.ok()) {
+    std::error_code ec;
+    transport::SchemaFileOptions import;
+    import.import_path = {std::filesystem::current_path(ec)};
+    if (absl::Status s =
+            transport::AddStackSchemaFiles(*schema_files, import, &schemas_);
+        !s.ok()) {
+      return stack_error(s);
+    }
   }
+  absl::StatusOr<transport::StackConfig> stack = transport::LoadStackConfig(
+      environment_.config_path, schemas_.known_types());
+  if (!stack.ok()) return stack_error(stack.status());
   stack_ = std::make_unique<transport::StackConfig>(std::move(*stack));
   if (absl::Status s = ApplyRealtimeSettings(); !s.ok()) return s;
 

@@ -7,7 +7,7 @@
 // them, and builds a UringEventLoop that stops on SIGINT/SIGTERM; Run() runs
 // it. For main() only: it reads the environment and installs signal
 // handlers, which libraries must not. Knows no message types: the caller
-// registers its own.
+// registers its own, the stack's schema files give the rest.
 //
 //   int main() {
 //     const transport::NodeEnvironment env =
@@ -55,7 +55,10 @@ transport::NodeEnvironment NodeEnvironmentFromProcess(
 class NodeMain {
  public:
   // Installs StopSignals (SIGINT, SIGTERM), registers the node's types
-  // (`register_schemas`, may be empty), loads the stack at
+  // (`register_schemas`, may be empty; they keep their compiled schema),
+  // adds the types of the stack's schema files (its "schemas", parsed with
+  // the current directory as the workspace root, as the launcher does with
+  // the same directory: transport/schema_file.h), loads the stack at
   // environment.config_path, locks memory and prefaults the stack when the
   // stack schedules this node as fifo/rr (a warning on stderr if that fails,
   // an error if the node's realtime is "required"), opens (or creates) the
