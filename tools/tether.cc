@@ -14,7 +14,6 @@
 #include "absl/strings/str_split.h"
 #include "loop/signals.h"
 #include "tools/arg_parser.h"
-#include "tools/builtin_schemas.h"
 #include "tools/clean.h"
 #include "tools/cli.h"
 #include "tools/channel_tool.h"
@@ -110,8 +109,8 @@ ArgParser LaunchParser() {
                    "commands (default: the current directory)");
   parser.AddOption("schemas", "FILES",
                    "comma-separated schema files for message types the "
-                   "launcher does not know (capnp compile -o- x.capnp > "
-                   "x.schema)");
+                   "stack's own \"schemas\" do not declare: .capnp files, "
+                   "or made with capnp compile -o- x.capnp > x.schema");
   parser.AddFlag("no-status-channel", "do not publish /tether/launcher/status");
   return parser;
 }
@@ -166,10 +165,11 @@ int RunLaunch(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   // A closed output pipe (`| head`) must not take the stack down with the
   // launcher; nodes get default signal dispositions back.
   ::signal(SIGPIPE, SIG_IGN);
-  auto schemas = std::make_unique<transport::SchemaRegistry>();
-  RegisterBuiltinSchemas(*schemas);
-  absl::StatusOr<std::unique_ptr<Launcher>> launcher =
-      Launcher::Create(std::move(options), std::move(schemas), out, err);
+  // No compiled-in message types: the launcher learns the stack's types
+  // from its schema files and channels (tools/launch_plan.h).
+  absl::StatusOr<std::unique_ptr<Launcher>> launcher = Launcher::Create(
+      std::move(options), std::make_unique<transport::SchemaRegistry>(), out,
+      err);
   if (!launcher.ok()) {
     err << "tether launch: " << launcher.status().message() << "\n";
     return kExitFailure;
