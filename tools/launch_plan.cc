@@ -109,7 +109,8 @@ absl::Status LearnSchemas(const LaunchOptions& options, const LaunchPlan& plan,
 }
 
 // Appended to a stack error naming a type the launcher does not know.
-std::string KnownTypesHint(const transport::KnownTypes& known) {
+std::string KnownTypesHint(const transport::KnownTypes& known,
+                           const std::string& workdir) {
   std::vector<std::string> names(known.names.begin(), known.names.end());
   std::sort(names.begin(), names.end());
   return absl::StrCat(
@@ -117,7 +118,9 @@ std::string KnownTypesHint(const transport::KnownTypes& known) {
       names.empty() ? "none" : absl::StrJoin(names, ", "),
       "; name the .capnp file declaring a type in the stack's \"schemas\", "
       "or give --schemas FILE: a .capnp file, or one made with `capnp "
-      "compile -o- x.capnp > x.schema`)");
+      "compile -o- x.capnp > x.schema`. A .capnp file's types are named by "
+      "its path below the working directory, ",
+      workdir, " (--workdir): run from the workspace root)");
 }
 
 absl::Status PlanNodes(const LaunchOptions& options, LaunchPlan* plan) {
@@ -245,8 +248,9 @@ absl::StatusOr<LaunchPlan> PrepareLaunch(const LaunchOptions& options,
         });
     return absl::Status(
         stack.status().code(),
-        absl::StrCat(stack.status().message(),
-                     unknown_type ? KnownTypesHint(known) : ""));
+        absl::StrCat(
+            stack.status().message(),
+            unknown_type ? KnownTypesHint(known, plan.working_directory) : ""));
   }
   plan.stack = std::make_unique<transport::StackConfig>(std::move(*stack));
   for (const std::string& w : plan.stack->warnings()) warnings->push_back(w);

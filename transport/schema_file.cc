@@ -23,6 +23,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Larger files are refused: no schema is this big.
+constexpr uintmax_t kMaxSchemaFileBytes = uintmax_t{64} << 20;
+
 // Searched after SchemaFileOptions::import_path, as `capnp compile` does.
 constexpr const char* kSystemImportPath[] = {"/usr/local/include",
                                              "/usr/include"};
@@ -187,6 +190,18 @@ absl::StatusOr<std::vector<std::string>> AddSchemaFile(
     const fs::path& file, const SchemaFileOptions& options,
     SchemaRegistry* registry) {
   const fs::path path = Normal(file);
+  std::error_code ec;
+  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "schema file ", path.string(),
+        fs::is_directory(path, ec) ? " is a directory" : " is not a file",
+        "; name a .capnp file (or a compiled CodeGeneratorRequest)"));
+  }
+  if (fs::file_size(path, ec) > kMaxSchemaFileBytes && !ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("schema file ", path.string(), " is larger than ",
+                     kMaxSchemaFileBytes >> 20, " MiB: not a schema"));
+  }
   if (path.extension() == ".capnp") {
     return AddCapnpSource(path, options, registry);
   }

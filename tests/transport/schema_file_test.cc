@@ -224,6 +224,13 @@ TEST(SchemaFile, ErrorsNameTheFileTheLineAndTheFix) {
   EXPECT_THAT(std::string(bad.status().message()),
               HasSubstr("bad.capnp:4: Not defined: Nope"));
 
+  absl::StatusOr<std::vector<std::string>> directory =
+      AddSchemaFile(dir, options, &registry);
+  EXPECT_TRUE(absl::IsInvalidArgument(directory.status()))
+      << directory.status();
+  EXPECT_THAT(std::string(directory.status().message()),
+              HasSubstr("is a directory"));
+
   WriteFile(dir / "junk.schema", "this is not a CodeGeneratorRequest");
   absl::StatusOr<std::vector<std::string>> junk =
       AddSchemaFile(dir / "junk.schema", options, &registry);
