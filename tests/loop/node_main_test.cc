@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "tests/shm/shm_test_util.h"
 #include "tests/transport/framing_test.capnp.h"
+#include "tests/util/test_dir.h"
 #include "transport/channel_handle.h"
 
 namespace tether::loop {
@@ -23,16 +24,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
-
-fs::path TestDir() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const fs::path dir =
-      fs::path(tmp != nullptr ? tmp : "/tmp") / "node_main_test" /
-      ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 // A stack with one Sample channel and the node "talker"; `schemas` is the
 // JSON of its "schemas" list.
@@ -81,7 +72,7 @@ TEST(NodeEnvironmentFromProcess, ReadsTheLaunchersVariablesAndTheFlagWins) {
 
 TEST(NodeMain, OpensTheStacksChannelsWithTheNodesOwnTypes) {
   shm::testing::ScopedRoot root;
-  const fs::path stack = WriteStack(TestDir(), "[]");
+  const fs::path stack = WriteStack(tether::testing::FreshTestDir(), "[]");
   absl::StatusOr<std::unique_ptr<NodeMain>> main = NodeMain::Start(
       Environment(stack, root.options()),
       [](transport::SchemaRegistry* r) { r->Register<Sample>(); });
@@ -98,7 +89,7 @@ TEST(NodeMain, TypesItDoesNotLinkComeFromTheStacksSchemaFiles) {
   shm::testing::ScopedRoot root;
   // The test runs in the runfiles root: the workspace root of the schema.
   const fs::path stack = WriteStack(
-      TestDir(),
+      tether::testing::FreshTestDir(),
       "[\"" +
           (fs::current_path() / "tests/transport/framing_test.capnp").string() +
           "\"]");
@@ -114,7 +105,7 @@ TEST(NodeMain, TypesItDoesNotLinkComeFromTheStacksSchemaFiles) {
 
 TEST(NodeMain, ErrorsNameTheStackAndHowToPassAnother) {
   shm::testing::ScopedRoot root;
-  const fs::path dir = TestDir();
+  const fs::path dir = tether::testing::FreshTestDir();
   absl::StatusOr<std::unique_ptr<NodeMain>> missing = NodeMain::Start(
       Environment(dir / "missing.json", root.options()), nullptr);
   ASSERT_FALSE(missing.ok());
@@ -139,7 +130,8 @@ TEST(NodeMain, ErrorsNameTheStackAndHowToPassAnother) {
 TEST(NodeMain, AStopSignalEndsRun) {
   shm::testing::ScopedRoot root;
   absl::StatusOr<std::unique_ptr<NodeMain>> main = NodeMain::Start(
-      Environment(WriteStack(TestDir(), "[]"), root.options()),
+      Environment(WriteStack(tether::testing::FreshTestDir(), "[]"),
+                  root.options()),
       [](transport::SchemaRegistry* r) { r->Register<Sample>(); });
   ASSERT_TRUE(main.ok()) << main.status();
   ASSERT_EQ(::raise(SIGTERM), 0);  // Caught by its StopSignals.

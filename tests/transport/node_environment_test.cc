@@ -25,12 +25,19 @@ GetEnvFunction Lookup(const std::map<std::string, std::string>& vars) {
   };
 }
 
+NodeEnvironment Env(const std::string& node, const std::string& stack,
+                    const std::string& root, const std::string& instance) {
+  NodeEnvironment env;
+  env.node_name = node;
+  env.config_path = stack;
+  env.channels.root = root;
+  env.channels.instance = instance;
+  return env;
+}
+
 TEST(NodeEnvironment, WhatTheLauncherWritesIsWhatTheNodeReads) {
-  NodeEnvironment written;
-  written.node_name = "controller";
-  written.config_path = "/etc/robot/stack.json";
-  written.channels.root = "/dev/shm/test-root";
-  written.channels.instance = "bench";
+  const NodeEnvironment written =
+      Env("controller", "/etc/robot/stack.json", "/dev/shm/test-root", "bench");
   std::map<std::string, std::string> vars;
   for (const EnvVariable& v : NodeEnvironmentVariables(written)) {
     vars[v.name] = v.value;
@@ -45,12 +52,7 @@ TEST(NodeEnvironment, WhatTheLauncherWritesIsWhatTheNodeReads) {
 }
 
 TEST(NodeEnvironment, VariablesHaveTheDocumentedNamesAndOrder) {
-  NodeEnvironment env;
-  env.node_name = "n";
-  env.config_path = "/s.json";
-  env.channels.root = "/r";
-  env.channels.instance = "i";
-  EXPECT_THAT(NodeEnvironmentVariables(env),
+  EXPECT_THAT(NodeEnvironmentVariables(Env("n", "/s.json", "/r", "i")),
               ElementsAre(Field(&EnvVariable::name, "TETHER_ROOT"),
                           Field(&EnvVariable::name, "TETHER_INSTANCE"),
                           Field(&EnvVariable::name, "TETHER_NODE"),
@@ -72,11 +74,8 @@ TEST(NodeEnvironment, UnsetOrEmptyVariablesTakeTheDefaults) {
 TEST(NodeEnvironment, RelativePathsAreWrittenAbsolute) {
   char cwd[4096];
   ASSERT_NE(::getcwd(cwd, sizeof(cwd)), nullptr);
-  NodeEnvironment env;
-  env.node_name = "n";
-  env.config_path = "config/../stack.json";
-  env.channels.root = "shm-root";
-  const std::vector<EnvVariable> vars = NodeEnvironmentVariables(env);
+  const std::vector<EnvVariable> vars = NodeEnvironmentVariables(
+      Env("n", "config/../stack.json", "shm-root", "i"));
   EXPECT_EQ(vars[0].value, std::string(cwd) + "/shm-root");
   EXPECT_EQ(vars[3].value, std::string(cwd) + "/stack.json");
 }

@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "tests/shm/shm_test_util.h"
 #include "tests/transport/framing_test.capnp.h"
+#include "tests/util/test_dir.h"
 #include "transport/channel_handle.h"
 #include "transport/config.capnp.h"
 #include "transport/config.h"
@@ -38,17 +39,6 @@ SchemaFileOptions WorkspaceImports() {
   SchemaFileOptions options;
   options.import_path = {fs::current_path()};
   return options;
-}
-
-fs::path TestDir() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const ::testing::TestInfo* info =
-      ::testing::UnitTest::GetInstance()->current_test_info();
-  fs::path dir = fs::path(tmp != nullptr ? tmp : "/tmp") / "schema_file_test" /
-                 info->name();
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
 }
 
 void WriteFile(const fs::path& path, const std::string& text) {
@@ -177,7 +167,7 @@ TEST(SchemaFile, ChannelCreatedFromAParsedSchemaOpensWithTheCompiledType) {
 }
 
 TEST(SchemaFile, NamesAreRelativeToTheImportDirectoryAndImportsResolve) {
-  const fs::path dir = TestDir();
+  const fs::path dir = tether::testing::FreshTestDir();
   WriteFile(dir / "pkg/b.capnp",
             "@0xbf5147cbbecf40c3;\nstruct B { v @0 :Text; }\n");
   WriteFile(dir / "pkg/a.capnp",
@@ -205,7 +195,7 @@ TEST(SchemaFile, NamesAreRelativeToTheImportDirectoryAndImportsResolve) {
 }
 
 TEST(SchemaFile, ErrorsNameTheFileTheLineAndTheFix) {
-  const fs::path dir = TestDir();
+  const fs::path dir = tether::testing::FreshTestDir();
   SchemaRegistry registry;
   absl::StatusOr<std::vector<std::string>> missing =
       AddSchemaFile(dir / "missing.capnp", SchemaFileOptions{}, &registry);
