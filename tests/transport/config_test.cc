@@ -15,6 +15,7 @@
 #include "capnp/message.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/util/test_dir.h"
 
 namespace tether::transport {
 namespace {
@@ -33,19 +34,7 @@ KnownTypes TestTypes() {
 }
 
 // A fresh directory under TEST_TMPDIR for the running test.
-fs::path TestDir() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const ::testing::TestInfo* info =
-      ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string name = std::string(info->test_suite_name()) + "." + info->name();
-  for (char& c : name) {
-    if (c == '/') c = '_';
-  }
-  fs::path dir = fs::path(tmp != nullptr ? tmp : "/tmp") / "config_test" / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path TestDir() { return tether::testing::FreshTestDir(); }
 
 void WriteFile(const fs::path& path, const std::string& text) {
   fs::create_directories(path.parent_path());
