@@ -1,7 +1,5 @@
 #include "loop/uring_event_loop.h"
 
-#include <time.h>
-
 #include <utility>
 
 #include "loop/make_wake_port.h"
@@ -37,11 +35,7 @@ absl::StatusOr<std::unique_ptr<UringEventLoop>> UringEventLoop::Create(
 
 UringEventLoop::~UringEventLoop() { Detach(/*port_survives=*/false); }
 
-int64_t UringEventLoop::realtime_now_ns() const {
-  timespec ts;
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
+int64_t UringEventLoop::realtime_now_ns() const { return RealtimeNowNs(); }
 
 void UringEventLoop::Exit() { loop_driver.Exit(); }
 

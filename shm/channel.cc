@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <sys/statvfs.h>
@@ -18,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "shm/clock.h"
 #include "shm/futex.h"
 #include "shm/layout.h"
 #include "shm/mapping_guard.h"
@@ -120,12 +120,6 @@ absl::Status MakeDirs(const std::string& dir, mode_t mode) {
     }
   }
   return absl::OkStatus();
-}
-
-uint64_t RealtimeNs() {
-  timespec ts;
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
 }
 
 std::string DescribeParams(const QueueParams& p) {

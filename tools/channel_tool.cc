@@ -1,7 +1,5 @@
 #include "tools/channel_tool.h"
 
-#include <time.h>
-
 #include <cmath>
 
 #include "absl/strings/numbers.h"
@@ -70,12 +68,6 @@ absl::StatusOr<TypedChannel> OpenTypedChannel(
   }
   typed.type = *type;
   return typed;
-}
-
-int64_t MonotonicNowNs() {
-  timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
 bool ParseCountOption(const ParsedArgs& args, const char* command,

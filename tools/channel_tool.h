@@ -44,8 +44,6 @@ absl::StatusOr<std::unique_ptr<transport::ChannelHandle>> OpenChannelByName(
 absl::StatusOr<TypedChannel> OpenTypedChannel(
     const shm::ChannelOptions& options, const std::string& name);
 
-int64_t MonotonicNowNs();
-
 // Option parsers: print "<command>: --name VALUE is not ..." on `err` and
 // return false on a bad value.
 bool ParseCountOption(const ParsedArgs& args, const char* command,

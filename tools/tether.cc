@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "loop/signals.h"
 #include "tools/arg_parser.h"
-#include "tools/builtin_schemas.h"
 #include "tools/clean.h"
 #include "tools/cli.h"
 #include "tools/channel_tool.h"
@@ -25,6 +25,7 @@
 #include "tools/pub.h"
 #include "tools/stat.h"
 #include "transport/channel_handle.h"
+#include "transport/node_environment.h"
 
 extern char** environ;
 
@@ -86,17 +87,20 @@ int RunList(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
 ArgParser LaunchParser() {
   ArgParser parser(
       "tether launch",
-      "Starts a stack: creates every channel of the <stack> config, then\n"
-      "starts its nodes in startAfter order, each with its scheduling, CPUs,\n"
-      "user and environment (plus TETHER_ROOT, TETHER_INSTANCE, TETHER_NODE\n"
-      "and TETHER_STACK). Node output is prefixed with [node]. Nodes are\n"
-      "restarted by their restart policy with exponential backoff; a node\n"
-      "that keeps failing is given up after restart.maxRestarts. Ctrl-C or\n"
-      "SIGTERM stops the nodes in reverse start order (SIGTERM, then SIGKILL\n"
-      "after --kill-timeout); a second Ctrl-C kills the launcher, and its\n"
-      "nodes with it. The stack's status is published on the channel\n"
-      "/tether/launcher/status.\n"
-      "Exits 1 if a node failed for good (or never started), else 0.");
+      absl::StrCat(
+          "Starts a stack: creates every channel of the <stack> config, then\n"
+          "starts its nodes in startAfter order, each with its scheduling,\n"
+          "CPUs, user and environment (plus ",
+          transport::kEnvRoot, ", ", transport::kEnvInstance, ",\n",
+          transport::kEnvNode, " and ", transport::kEnvStack,
+          "). Node output is prefixed with [node].\n"
+          "Nodes are restarted by their restart policy with exponential\n"
+          "backoff; a node that keeps failing is given up after\n"
+          "restart.maxRestarts. Ctrl-C or SIGTERM stops the nodes in reverse\n"
+          "start order (SIGTERM, then SIGKILL after --kill-timeout); a second\n"
+          "Ctrl-C kills the launcher, and its nodes with it. The stack's\n"
+          "status is published on the channel /tether/launcher/status.\n"
+          "Exits 1 if a node failed for good (or never started), else 0."));
   parser.AddPositional("stack", "the stack config (JSON)");
   AddRootInstanceOptions(parser);
   parser.AddOption("duration", "SECONDS",
@@ -112,8 +116,8 @@ ArgParser LaunchParser() {
                    "commands (default: the current directory)");
   parser.AddOption("schemas", "FILES",
                    "comma-separated schema files for message types the "
-                   "launcher does not know (capnp compile -o- x.capnp > "
-                   "x.schema)");
+                   "stack's own \"schemas\" do not declare: .capnp files, "
+                   "or made with capnp compile -o- x.capnp > x.schema");
   parser.AddFlag("no-status-channel", "do not publish /tether/launcher/status");
   return parser;
 }
@@ -168,10 +172,11 @@ int RunLaunch(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   // A closed output pipe (`| head`) must not take the stack down with the
   // launcher; nodes get default signal dispositions back.
   ::signal(SIGPIPE, SIG_IGN);
-  auto schemas = std::make_unique<transport::SchemaRegistry>();
-  RegisterBuiltinSchemas(*schemas);
-  absl::StatusOr<std::unique_ptr<Launcher>> launcher =
-      Launcher::Create(std::move(options), std::move(schemas), out, err);
+  // No compiled-in message types: the launcher learns the stack's types
+  // from its schema files and channels (tools/launch_plan.h).
+  absl::StatusOr<std::unique_ptr<Launcher>> launcher = Launcher::Create(
+      std::move(options), std::make_unique<transport::SchemaRegistry>(), out,
+      err);
   if (!launcher.ok()) {
     err << "tether launch: " << launcher.status().message() << "\n";
     return kExitFailure;

@@ -27,6 +27,7 @@ namespace {
 using std::chrono::milliseconds;
 using testing::FileExists;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::ProcessGone;
 using testing::ReadFile;
 using testing::ShellNode;
@@ -179,10 +180,11 @@ TEST_F(TetherLaunchTest, NodesDieWithASigkilledLauncher) {
 }
 
 TEST_F(TetherLaunchTest, RunsForDurationAndPrefixesOutput) {
-  WriteFile(File("stack.json"),
-            StackJson({testing::ImuChannel("/test/imu")},
-                      {ShellNode("hello",
-                                 "echo hi from $TETHER_NODE; exec sleep 30")}));
+  WriteFile(
+      File("stack.json"),
+      testing::WithDemoSchema(StackJson(
+          {testing::ImuChannel("/test/imu")},
+          {ShellNode("hello", "echo hi from $TETHER_NODE; exec sleep 30")})));
   std::vector<std::string> args = {File("stack.json"), "--duration", "0.5"};
   for (const std::string& a : ChannelArgs()) args.push_back(a);
   EXPECT_EQ(Run(args), 0) << ReadFile(File("err"));
@@ -191,6 +193,27 @@ TEST_F(TetherLaunchTest, RunsForDurationAndPrefixesOutput) {
   EXPECT_THAT(out, HasSubstr("[hello] hi from hello\n"));
   EXPECT_THAT(out, HasSubstr("--duration 0.50 s is over"));
   EXPECT_THAT(out, HasSubstr("hello  stopped"));
+}
+
+TEST_F(TetherLaunchTest, UnknownTypesGetAHintAndSchemasAddThem) {
+  WriteFile(File("stack.json"), StackJson({testing::ImuChannel("/test/imu")},
+                                          {ShellNode("n", "exec sleep 30")}));
+  std::vector<std::string> args = {File("stack.json"), "--duration", "0.2"};
+  for (const std::string& a : ChannelArgs()) args.push_back(a);
+  EXPECT_EQ(Run(args), 1);
+  const std::string err = ReadFile(File("err"));
+  EXPECT_THAT(err,
+              HasSubstr("channels[0].type: \"examples/demo.capnp:ImuSample\""));
+  EXPECT_THAT(err, HasSubstr("the launcher knows these types: tools/launcher_status.capnp:LauncherStatus;"));
+  EXPECT_THAT(err, HasSubstr("--schemas FILE"));
+  EXPECT_FALSE(FileExists(root_.root() + "/test"));
+
+  char cwd[4096];
+  ASSERT_NE(::getcwd(cwd, sizeof(cwd)), nullptr);
+  args.push_back("--schemas");
+  args.push_back(std::string(cwd) + "/examples/demo.capnp");
+  EXPECT_EQ(Run(args), 0) << ReadFile(File("err"));
+  EXPECT_THAT(ReadFile(File("out")), HasSubstr("created 1 channel"));
 }
 
 TEST_F(TetherLaunchTest, HelpBadConfigAndBadOptions) {
@@ -206,10 +229,10 @@ TEST_F(TetherLaunchTest, HelpBadConfigAndBadOptions) {
   const std::string marker = File("started");
   WriteFile(
       File("bad.json"),
-      StackJson(
+      testing::WithDemoSchema(StackJson(
           {R"({"name": "/test/imu", "type": "examples/demo.capnp:ImuSample",
                           "maxSize": 256, "queueDepth": 100})"},
-          {ShellNode("n", "touch '" + marker + "'")}));
+          {ShellNode("n", "touch '" + marker + "'")})));
   std::vector<std::string> args = {File("bad.json")};
   for (const std::string& a : ChannelArgs()) args.push_back(a);
   EXPECT_EQ(Run(args), 1);
@@ -217,6 +240,7 @@ TEST_F(TetherLaunchTest, HelpBadConfigAndBadOptions) {
   EXPECT_THAT(err, HasSubstr("tether launch: "));
   EXPECT_THAT(err, HasSubstr("bad.json:"));
   EXPECT_THAT(err, HasSubstr("queueDepth"));
+  EXPECT_THAT(err, Not(HasSubstr("ImuSample")));  // The type is known.
   EXPECT_FALSE(FileExists(marker));
   EXPECT_FALSE(FileExists(root_.root() + "/test"));
 
