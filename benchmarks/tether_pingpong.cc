@@ -177,12 +177,12 @@ absl::Status Ping(const Session& s, Setup* setup, Board* board) {
     if (o.kind == PingDriver::Kind::kTerminate) loop->Exit();
   };
   for (int i = 0; i < s.pongs; ++i) {
-    absl::Status st = loop->MakeWatcher<Payload>(
+    auto st = loop->MakeWatcher<Payload>(
         PongChannel(i),
         [&, i](Payload::Reader m, const transport::MessageContext&) {
           if (driver.Reply(i, ReadHeader(Bytes(m.getData())))) send_next();
         });
-    if (!st.ok()) return st;
+    if (!st.ok()) return st.status();
   }
   if (absl::Status st = WaitForPongs(board, s.pongs, std::chrono::seconds(10));
       !st.ok()) {
@@ -202,7 +202,7 @@ absl::Status Pong(const Session& s, Setup* setup, Board* board, int index) {
   if (!sender.ok()) return sender.status();
   PongDriver driver(s, board, index);
   absl::Status failure;
-  absl::Status st = loop->MakeWatcher<Payload>(
+  auto st = loop->MakeWatcher<Payload>(
       kPing, [&](Payload::Reader m, const transport::MessageContext&) {
         const PongDriver::Action a = driver.OnMessage(Bytes(m.getData()));
         if (a.kind == PongDriver::Kind::kExit) {
@@ -223,7 +223,7 @@ absl::Status Pong(const Session& s, Setup* setup, Board* board, int index) {
           loop->Exit();
         }
       });
-  if (!st.ok()) return st;
+  if (!st.ok()) return st.status();
   MarkPongReady(board);  // the watcher exists: nothing sent from now is missed
   loop->Run();
   return failure;
@@ -265,11 +265,11 @@ absl::Status Subscriber(const Session& s, Setup* setup, Board* board) {
   if (!node.ok()) return node.status();
   loop::UringEventLoop* loop = node->loop.get();
   RateCounter counter(board);
-  absl::Status st = loop->MakeWatcher<Payload>(
+  auto st = loop->MakeWatcher<Payload>(
       kPing, [&](Payload::Reader m, const transport::MessageContext&) {
         if (counter.OnMessage(Bytes(m.getData()))) loop->Exit();
       });
-  if (!st.ok()) return st;
+  if (!st.ok()) return st.status();
   MarkPongReady(board);
   loop->Run();
   return absl::OkStatus();

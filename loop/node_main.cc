@@ -89,6 +89,9 @@ absl::Status NodeMain::Init(const RegisterSchemasFn& register_schemas) {
 
   UringEventLoopOptions options;
   options.stop_signals = signals_.get();
+  if (std::optional<transport::config::Node::Reader> node = node_config()) {
+    options.check_allocations |= node->getCheckAllocations();
+  }
   absl::StatusOr<std::unique_ptr<UringEventLoop>> loop =
       UringEventLoop::Create(environment_.node_name, channels_.get(), options);
   if (!loop.ok()) return loop.status();

@@ -99,6 +99,12 @@ struct Node {
   reads @9 :List(Text);
   writes @10 :List(Text);
   # Channels the node subscribes to / publishes on.
+
+  checkAllocations @11 :Bool;
+  # Run every callback of the node's loop inside a RealtimeScope: a node
+  # binary that links //loop:rt_alloc_check then aborts, with a stack trace,
+  # on a heap allocation in a timer, phased loop or watcher. (Debug builds
+  # check whatever this says.)
 }
 
 struct Scheduling {

@@ -350,8 +350,9 @@ TEST_P(ConformanceTest, WrongTypeAndUnknownChannelFailAtSetup) {
   EventLoop* loop = harness_->MakeLoop("node");
   auto wrong = loop->MakeWatcher<Sample>(
       "/test/a", [](Sample::Reader, const MessageContext&) {});
-  EXPECT_EQ(wrong.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(wrong.message()), ::testing::HasSubstr("Scalars"));
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(wrong.status().message()),
+              ::testing::HasSubstr("Scalars"));
   auto missing = loop->MakeSender<Scalars>("/nope");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(missing.status().message()),
