@@ -1,0 +1,134 @@
+#include "ros_bridge/channel_watcher.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace tether::ros_bridge {
+
+absl::StatusOr<transport::StackConfig> OneChannelStack(
+    const ChannelShape& shape, const transport::SchemaRegistry& schemas) {
+  // The config loader reads files; an anonymous memory file keeps this one
+  // out of the file system.
+  const std::string json = absl::StrFormat(
+      "{\"channels\": [{\"name\": \"%s\", \"type\": \"0x%016x\", "
+      "\"maxSize\": %u, \"queueDepth\": %u, \"maxPublishers\": %u, "
+      "\"maxPinned\": %u, \"frequencyHz\": %.17g}]}\n",
+      shape.name, shape.type_id, shape.max_size, shape.queue_depth,
+      shape.max_publishers, shape.max_pinned, shape.frequency_hz);
+  const int fd = ::memfd_create("tether-ros-bridge-channel", MFD_CLOEXEC);
+  if (fd < 0) return absl::InternalError("memfd_create failed");
+  const bool written =
+      ::write(fd, json.data(), json.size()) == static_cast<ssize_t>(json.size());
+  absl::StatusOr<transport::StackConfig> stack =
+      written ? transport::LoadStackConfig(absl::StrCat("/proc/self/fd/", fd),
+                                           schemas.known_types())
+              : absl::InternalError("writing the channel config failed");
+  ::close(fd);
+  if (!stack.ok()) {
+    return absl::Status(stack.status().code(),
+                        absl::StrCat("channel ", shape.name, ": ",
+                                     stack.status().message()));
+  }
+  return stack;
+}
+
+absl::StatusOr<ChannelShape> ShapeOf(const shm::ChannelOptions& options,
+                                     const std::string& name) {
+  absl::StatusOr<std::vector<transport::ChannelSummary>> all =
+      transport::ListChannels(options);
+  if (!all.ok()) return all.status();
+  for (const transport::ChannelSummary& s : *all) {
+    if (s.name != name) continue;
+    if (!s.error.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("channel ", name, ": ", s.error));
+    }
+    ChannelShape shape;
+    shape.name = s.name;
+    shape.type_id = s.type_id;
+    shape.max_size = s.max_size;
+    shape.queue_depth = s.params.queue_depth;
+    shape.max_publishers = s.params.max_publishers;
+    shape.max_pinned = s.params.max_pinned;
+    shape.frequency_hz = s.frequency_hz;
+    return shape;
+  }
+  return absl::NotFoundError(absl::StrCat("no channel ", name, " in ",
+                                          options.root, "/", options.instance));
+}
+
+absl::StatusOr<std::unique_ptr<ChannelWatcher>> ChannelWatcher::Start(
+    const shm::ChannelOptions& options, const ChannelShape& shape,
+    const transport::SchemaRegistry& schemas, Callbacks callbacks) {
+  std::unique_ptr<ChannelWatcher> w(new ChannelWatcher());
+  w->shape_ = shape;
+  w->callbacks_ = std::move(callbacks);
+  absl::StatusOr<transport::StackConfig> stack = OneChannelStack(shape, schemas);
+  if (!stack.ok()) return stack.status();
+  w->stack_ = std::make_unique<transport::StackConfig>(std::move(*stack));
+  absl::StatusOr<std::unique_ptr<transport::ChannelSet>> set =
+      transport::ChannelSet::Create(options, *w->stack_, schemas);
+  if (!set.ok()) return set.status();
+  w->channels_ = std::move(*set);
+  absl::StatusOr<std::unique_ptr<loop::UringEventLoop>> loop =
+      loop::UringEventLoop::Create(absl::StrCat("ros_bridge ", shape.name),
+                                   w->channels_.get());
+  if (!loop.ok()) return loop.status();
+  w->loop_ = std::move(*loop);
+  // The fetcher and the watcher are made now, on this thread, before the
+  // loop runs (setup may happen on any thread before Run()): nothing sent
+  // from here on is missed.
+  absl::StatusOr<std::unique_ptr<loop::RawFetcher>> fetcher =
+      w->loop_->MakeRawFetcher(shape.name);
+  if (!fetcher.ok()) return fetcher.status();
+  w->fetcher_ = std::move(*fetcher);
+  ChannelWatcher* self = w.get();
+  if (absl::Status s = w->loop_->MakeRawWatcher(
+          shape.name,
+          [self](const transport::RawMessage& m) {
+            // Sent between the watcher's start and the Latest() below:
+            // already handed to latest_at_start.
+            if (self->has_latest_ &&
+                m.context.queue_index <= self->latest_index_) {
+              return;
+            }
+            if (m.context.missed > 0) {
+              self->missed_.fetch_add(m.context.missed,
+                                      std::memory_order_relaxed);
+            }
+            self->callbacks_.on_message(m);
+          });
+      !s.ok()) {
+    return s;
+  }
+  // The newest message from before now; the watcher starts after it.
+  transport::RawMessage latest;
+  const bool has_latest =
+      w->fetcher_->Latest(&latest) == transport::ReceiveStatus::kOk;
+  w->has_latest_ = has_latest;
+  w->latest_index_ = has_latest ? latest.context.queue_index : 0;
+  w->loop_->OnRun([self, has_latest, latest]() {
+    if (has_latest && self->callbacks_.latest_at_start) {
+      self->callbacks_.latest_at_start(latest);
+    }
+    self->fetcher_->Release();
+  });
+  w->thread_ = std::thread([self] { self->loop_->Run(); });
+  return w;
+}
+
+ChannelWatcher::~ChannelWatcher() {
+  if (loop_ != nullptr) loop_->Exit();
+  if (thread_.joinable()) thread_.join();
+  fetcher_.reset();
+  loop_.reset();
+  channels_.reset();
+}
+
+}  // namespace tether::ros_bridge
