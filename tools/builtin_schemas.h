@@ -9,8 +9,9 @@
 
 namespace tether::tools {
 
-// Registers the demo stack's messages (examples/demo.capnp) and the
-// launcher's own status message (tools/launcher_status.capnp) in `registry`.
+// Registers the demo stack's messages (examples/demo.capnp), the
+// launcher's own status message (tools/launcher_status.capnp) and the ROS
+// bridge's envelope and typed twins (ros_bridge/ros1msg) in `registry`.
 // Setup only: allocates. Not thread-safe (mutates `registry`).
 void RegisterBuiltinSchemas(transport::SchemaRegistry& registry);
 
