@@ -226,6 +226,25 @@ absl::Status Bridge::Impl::Init() {
   domain_ = absl::StrCat(Hostname(), ":", options_.channels.root, "/",
                          options_.channels.instance);
 
+  for (const PairOptions& p : options_.pairs) {
+    const std::string channel = p.tether.empty() ? p.ros : p.tether;
+    if (p.ros.empty() || p.ros[0] != '/') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pair ", p.ros, "=", channel,
+          ": the ROS topic must be absolute (start with '/')"));
+    }
+    if (!p.type.empty() && ros1msg::FindCommonType(p.type) == nullptr) {
+      std::string known;
+      for (const ros1msg::CommonType& t : ros1msg::CommonTypes()) {
+        absl::StrAppend(&known, known.empty() ? "" : ", ", t.ros_type);
+      }
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pair ", p.ros, "=", channel, ": type ", p.type,
+          " has no typed twin; leave the type out (the channel then carries "
+          "envelopes of any type) or use one of: ", known));
+    }
+  }
+
   // roscpp: once per process. Signals are the caller's (StopSignals).
   std::map<std::string, std::string> remappings;
   if (!options_.master_uri.empty()) remappings["__master"] = options_.master_uri;
@@ -246,21 +265,6 @@ absl::Status Bridge::Impl::Init() {
 
   for (const PairOptions& p : options_.pairs) {
     const std::string channel = p.tether.empty() ? p.ros : p.tether;
-    if (p.ros.empty() || p.ros[0] != '/') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "pair ", p.ros, "=", channel,
-          ": the ROS topic must be absolute (start with '/')"));
-    }
-    if (!p.type.empty() && ros1msg::FindCommonType(p.type) == nullptr) {
-      std::string known;
-      for (const ros1msg::CommonType& t : ros1msg::CommonTypes()) {
-        absl::StrAppend(&known, known.empty() ? "" : ", ", t.ros_type);
-      }
-      return absl::InvalidArgumentError(absl::StrCat(
-          "pair ", p.ros, "=", channel, ": type ", p.type,
-          " has no typed twin; leave the type out (the channel then carries "
-          "envelopes of any type) or use one of: ", known));
-    }
     const uint32_t size = p.max_size != 0 ? p.max_size : options_.max_size;
     const uint32_t depth = p.queue_depth != 0 ? p.queue_depth : options_.queue_depth;
     if (RosToTetherOn(p.direction)) {

@@ -84,8 +84,13 @@ absl::StatusOr<std::unique_ptr<ChannelWatcher>> ChannelWatcher::Start(
   // The fetcher and the watcher are made now, on this thread, before the
   // loop runs (setup may happen on any thread before Run()): nothing sent
   // from here on is missed.
-  absl::StatusOr<std::unique_ptr<loop::RawFetcher>> fetcher =
-      w->loop_->MakeRawFetcher(shape.name);
+  // A cursor at the oldest message, so Latest() finds what was sent before
+  // we came (a latched message).
+  absl::StatusOr<transport::ChannelHandle*> handle =
+      w->channels_->Find(shape.name);
+  if (!handle.ok()) return handle.status();
+  absl::StatusOr<std::unique_ptr<transport::RawSubscriber>> fetcher =
+      transport::RawSubscriber::Create(*handle, {.from_oldest = true});
   if (!fetcher.ok()) return fetcher.status();
   w->fetcher_ = std::move(*fetcher);
   ChannelWatcher* self = w.get();
@@ -117,7 +122,8 @@ absl::StatusOr<std::unique_ptr<ChannelWatcher>> ChannelWatcher::Start(
     if (has_latest && self->callbacks_.latest_at_start) {
       self->callbacks_.latest_at_start(latest);
     }
-    self->fetcher_->Release();
+    // Done with it: its pin goes back to the channel.
+    self->fetcher_.reset();
   });
   w->thread_ = std::thread([self] { self->loop_->Run(); });
   return w;

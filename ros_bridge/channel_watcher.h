@@ -30,7 +30,7 @@ struct ChannelShape {
   uint32_t max_size = 0;
   uint32_t queue_depth = 16;
   uint32_t max_publishers = 4;
-  uint32_t max_pinned = 4;
+  uint32_t max_pinned = 8;
   double frequency_hz = 0;
 };
 
@@ -78,7 +78,7 @@ class ChannelWatcher {
   std::unique_ptr<transport::StackConfig> stack_;
   std::unique_ptr<transport::ChannelSet> channels_;
   std::unique_ptr<loop::UringEventLoop> loop_;
-  std::unique_ptr<loop::RawFetcher> fetcher_;
+  std::unique_ptr<transport::RawSubscriber> fetcher_;
   Callbacks callbacks_;
   bool has_latest_ = false;
   uint64_t latest_index_ = 0;
