@@ -95,7 +95,7 @@ absl::Status NodeProcess::Init() {
   channels_ = std::move(*channels);
 
   loop::UringEventLoopOptions options;
-  options.stop_fd = signals_->fd();
+  options.stop_signals = signals_.get();
   absl::StatusOr<std::unique_ptr<loop::UringEventLoop>> loop =
       loop::UringEventLoop::Create(environment_.node_name, channels_.get(),
                                    options);

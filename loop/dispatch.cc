@@ -152,22 +152,6 @@ RunStats Dispatcher::phased_loop_stats(PhasedLoopId loop) const {
   return e.stats;
 }
 
-void Dispatcher::AddOnRun(absl::AnyInvocable<void()> fn) {
-  TETHER_LOOP_CHECK(!ran_on_run_,
-                    "AddOnRun after the loop started (its on-run callbacks "
-                    "already ran)");
-  TETHER_LOOP_CHECK(fn != nullptr, "an on-run callback needs a function");
-  on_run_.push_back(std::move(fn));
-}
-
-void Dispatcher::RunOnRun() {
-  TETHER_LOOP_CHECK(!ran_on_run_, "RunOnRun called twice");
-  ran_on_run_ = true;
-  // Index loop: a callback may not add on-run callbacks (checked above), but
-  // it may add events, which never touch on_run_.
-  for (size_t i = 0; i < on_run_.size(); ++i) on_run_[i]();
-}
-
 std::optional<MonotonicTime> Dispatcher::NextDeadline() const {
   if (heap_.empty()) return std::nullopt;
   return events_[heap_.front()].when;

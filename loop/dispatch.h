@@ -1,9 +1,9 @@
 // loop: the dispatch core shared by the io_uring loop and the simulated loop.
 // It decides *what* runs *when* on one clock: timed events (one-shot and
 // periodic timers, phased loops, and plain events the loops schedule for
-// themselves, e.g. simulated message deliveries) and on-run callbacks. It
-// never sleeps: a loop asks NextDeadline(), waits in its port (wake_port.h)
-// or advances a VirtualClock, then calls RunDue().
+// themselves). It never sleeps: the driver (driver.h) asks NextDeadline(),
+// waits in its port (wake_port.h; the simulation's port advances a
+// VirtualClock), then calls RunDue().
 //
 // Order: events due at the same time run in the order they were scheduled
 // (each Schedule*() call, and each automatic reschedule of a periodic timer
@@ -105,18 +105,7 @@ class Dispatcher {
   void EnablePhasedLoop(PhasedLoopId loop);
   RunStats phased_loop_stats(PhasedLoopId loop) const;
 
-  // --- on-run ------------------------------------------------------------------
-  // Runs `fn` once when the loop starts (RunOnRun()), after earlier AddOnRun
-  // callbacks. Must be called before RunOnRun() (aborts otherwise).
-  // Loop thread; not RT-safe (allocates).
-  void AddOnRun(absl::AnyInvocable<void()> fn);
-
-  // --- for the loops -------------------------------------------------------------
-  // Runs the on-run callbacks in insertion order; aborts if called twice.
-  // Loop thread; as RT-safe as the callbacks.
-  void RunOnRun();
-  bool ran_on_run() const { return ran_on_run_; }
-
+  // --- for the loop driver -----------------------------------------------------
   // The earliest scheduled time, or nullopt when nothing is scheduled.
   // RT-safe; O(1).
   std::optional<MonotonicTime> NextDeadline() const;
@@ -167,8 +156,6 @@ class Dispatcher {
   std::deque<Event> events_;
   std::vector<uint32_t> heap_;  // binary min-heap of event indices
   uint64_t next_ticket_ = 0;
-  std::vector<absl::AnyInvocable<void()>> on_run_;
-  bool ran_on_run_ = false;
 };
 
 }  // namespace tether::loop

@@ -2,12 +2,28 @@
 
 #include <time.h>
 
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "loop/check.h"
+#include "loop/driver.h"
+#include "loop/realtime.h"
 
 namespace tether::loop {
 namespace {
+
+// A RealtimeScope around a node's callback when the loop checks
+// allocations (EventLoop::set_check_allocations).
+class CallbackScope {
+ public:
+  explicit CallbackScope(bool on) {
+    if (on) scope_.emplace();
+  }
+
+ private:
+  std::optional<RealtimeScope> scope_;
+};
 
 // The latest grid point base + k*period at or before `now` (k >= 0), or
 // base. What a periodic event was due at when it runs at `now`.
@@ -20,13 +36,26 @@ MonotonicTime LatestGridPoint(MonotonicTime base, Duration period,
 }  // namespace
 
 EventLoop::EventLoop(std::string name, const transport::ChannelSet* channels,
-                     Dispatcher* dispatcher, const Clock* clock)
+                     Dispatcher* dispatcher, const Clock* clock,
+                     Driver* driver)
     : name_(std::move(name)),
       channels_(channels),
       dispatcher_(dispatcher),
-      clock_(clock) {}
+      clock_(clock),
+      driver_(driver) {
+  driver_->AddLoop(this);
+}
 
-EventLoop::~EventLoop() = default;
+EventLoop::~EventLoop() {
+  TETHER_LOOP_CHECK(detached_,
+                    "an EventLoop kind must call Detach() in its destructor");
+}
+
+void EventLoop::Detach(bool port_survives) {
+  if (detached_) return;
+  detached_ = true;
+  driver_->RemoveLoop(this, port_survives);
+}
 
 absl::StatusOr<std::unique_ptr<RawSender>> EventLoop::MakeRawSender(
     const std::string& channel) {
@@ -54,7 +83,8 @@ absl::Status EventLoop::MakeRawWatcher(
 absl::Status EventLoop::AddWatcher(
     transport::ChannelHandle* channel,
     absl::AnyInvocable<void(const RawMessage&, WatcherStats&)> fn) {
-  auto w = std::make_unique<Watcher>();
+  auto w = std::make_unique<internal::Watcher>();
+  w->loop = this;
   w->channel = channel;
   absl::StatusOr<std::unique_ptr<RawFetcher>> sub =
       transport::RawSubscriber::Create(channel, {}, this);
@@ -65,7 +95,11 @@ absl::Status EventLoop::AddWatcher(
   }
   w->subscriber = std::move(*sub);
   w->fn = std::move(fn);
-  if (absl::Status s = WatcherAdded(*w); !s.ok()) return s;
+  if (absl::Status s = driver_->AddWatcher(w.get()); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("watcher on ", channel->name(),
+                                               " in ", name_, ": ",
+                                               s.message()));
+  }
   watchers_.push_back(std::move(w));
   return absl::OkStatus();
 }
@@ -74,55 +108,26 @@ WatcherStats EventLoop::watcher_stats(size_t i) const {
   return i < watchers_.size() ? watchers_[i]->stats : WatcherStats{};
 }
 
-void EventLoop::RunWatcherCallback(Watcher& w) {
+void EventLoop::RunWatcherCallback(internal::Watcher& w) {
   const MessageContext& c = w.pending.context;
   ++w.stats.received;
   w.stats.missed += c.missed;
   context_ = {EventContext::Type::kWatcher,
               FromMonotonicNs(static_cast<uint64_t>(c.monotonic_send_ns)), &c};
-  w.fn(w.pending, w.stats);
+  {
+    const CallbackScope scope(check_allocations_);
+    w.fn(w.pending, w.stats);
+  }
   context_ = {};
-  w.has_pending = false;
   w.subscriber->Release();
 }
 
-bool EventLoop::DeliverOne(Watcher& w) {
-  if (!w.has_pending) {
-    transport::ReceiveStatus s = w.subscriber->Next(&w.pending);
-    if (s != transport::ReceiveStatus::kOk) return false;
-    w.has_pending = true;
-  }
-  RunWatcherCallback(w);
-  return true;
-}
-
-int EventLoop::DeliverAllInOrder() {
-  int delivered = 0;
-  for (;;) {
-    // Each watcher's next message, pinned; run the oldest, refill, repeat.
-    Watcher* oldest = nullptr;
-    for (const std::unique_ptr<Watcher>& w : watchers_) {
-      if (!w->has_pending) {
-        if (!w->subscriber->HasNext()) continue;
-        if (w->subscriber->Next(&w->pending) != transport::ReceiveStatus::kOk) {
-          continue;
-        }
-        w->has_pending = true;
-      }
-      if (oldest == nullptr || w->pending.context.monotonic_send_ns <
-                                   oldest->pending.context.monotonic_send_ns) {
-        oldest = w.get();
-      }
-    }
-    if (oldest == nullptr) return delivered;
-    RunWatcherCallback(*oldest);
-    ++delivered;
-  }
-}
-
-void EventLoop::RunOnRunCallbacks() {
+void EventLoop::Start() {
+  if (started_) return;
+  started_ = true;
   for (auto& fn : on_run_) {
     context_ = {EventContext::Type::kOnRun, clock_->Now(), nullptr};
+    const CallbackScope scope(check_allocations_);
     fn();
   }
   context_ = {};
@@ -140,7 +145,10 @@ TimerHandle* EventLoop::AddTimer(absl::AnyInvocable<void()> fn) {
   h->id_ = dispatcher_->AddTimer([this, h, fn = std::move(fn)]() mutable {
     context_ = {EventContext::Type::kTimer,
                 LatestGridPoint(h->base_, h->period_, clock_->Now()), nullptr};
-    fn();
+    {
+      const CallbackScope scope(check_allocations_);
+      fn();
+    }
     context_ = {};
   });
   return h;
@@ -159,7 +167,10 @@ PhasedLoopHandle* EventLoop::AddPhasedLoop(
                     LatestGridPoint(MonotonicTime() + h->offset_ % h->period_,
                                     h->period_, clock_->Now()),
                     nullptr};
-        fn(cycles);
+        {
+          const CallbackScope scope(check_allocations_);
+          fn(cycles);
+        }
         context_ = {};
       },
       period, offset);
@@ -167,7 +178,22 @@ PhasedLoopHandle* EventLoop::AddPhasedLoop(
 }
 
 void EventLoop::OnRun(absl::AnyInvocable<void()> fn) {
-  on_run_.push_back(std::move(fn));
+  if (!started_) {
+    on_run_.push_back(std::move(fn));
+    return;
+  }
+  // Already running: a one-shot event at the next iteration, in the on-run
+  // context.
+  const EventId id =
+      dispatcher_->AddEvent([this, fn = std::move(fn)]() mutable {
+        context_ = {EventContext::Type::kOnRun, clock_->Now(), nullptr};
+        {
+          const CallbackScope scope(check_allocations_);
+          fn();
+        }
+        context_ = {};
+      });
+  dispatcher_->Schedule(id, clock_->Now());
 }
 
 void TimerHandle::Schedule(MonotonicTime base, Duration period) {

@@ -23,6 +23,8 @@
 #include "absl/status/statusor.h"
 #include "loop/clock.h"
 #include "loop/dispatch.h"
+#include "loop/realtime.h"
+#include "loop/watcher.h"
 #include "transport/channel_set.h"
 #include "transport/framing.h"
 #include "transport/raw_endpoints.h"
@@ -34,14 +36,24 @@ using transport::MessageContext;
 using transport::RawMessage;
 
 // Endpoints handed out by a loop: transport's, with the loop's clock hooked
-// in (send and receive times follow the loop's clock; a simulated loop
-// learns of each send).
+// in (send and receive times follow the loop's clock, real or virtual).
+// Lifetime: an endpoint keeps pointers into its loop and channel, so it
+// must be destroyed before the loop that made it (declare senders and
+// fetchers as members of the node, which the loop outlives).
 using RawSender = transport::RawPublisher;
 template <typename T>
 using Sender = transport::Publisher<T>;
 using RawFetcher = transport::RawSubscriber;
 template <typename T>
 using Fetcher = transport::Subscriber<T>;
+// What node code builds and sends with (no need to name transport::).
+template <typename T>
+using Loan = transport::Loan<T>;
+using PublishStatus = transport::PublishStatus;
+using PublishResult = transport::PublishResult;
+using ReceiveStatus = transport::ReceiveStatus;
+template <typename T>
+using Message = transport::Message<T>;
 
 // What the loop is handling now (EventLoop::context()).
 struct EventContext {
@@ -49,21 +61,26 @@ struct EventContext {
   Type type = Type::kNone;
   // Timer / phased loop: the time it was due (the grid point, not the late
   // wake-up time). Watcher: the message's monotonic send time. On-run: the
-  // time Run() started.
+  // time the loop started.
   MonotonicTime monotonic_event_time;
   // Watcher: the message's context; null otherwise.
   const MessageContext* message = nullptr;
 };
 
+class Driver;
 class EventLoop;
 
-// A timer made by EventLoop::AddTimer(); owned by the loop. Loop thread.
+// A timer made by EventLoop::AddTimer(); owned by the loop (valid while the
+// loop lives). Loop thread only.
 class TimerHandle {
  public:
   // Fires at `base`, then every `period` (if positive) on that grid. A late
-  // loop runs it once and counts the skipped expirations. RT-safe.
+  // loop runs it once and counts the skipped expirations. Replaces an
+  // earlier schedule. RT-safe: no allocation, O(log timers).
   void Schedule(MonotonicTime base, Duration period = Duration::zero());
+  // Stops it (no-op when not scheduled). RT-safe.
   void Disable();
+  // Runs and skipped expirations so far. RT-safe.
   RunStats stats() const;
 
  private:
@@ -76,12 +93,15 @@ class TimerHandle {
 };
 
 // A phased loop made by EventLoop::AddPhasedLoop(); owned by the loop.
+// Loop thread only.
 class PhasedLoopHandle {
  public:
   // New period and offset from the next phase point on. RT-safe.
   void Reset(Duration period, Duration offset = Duration::zero());
+  // Stops / restarts it (at the first phase point after now). RT-safe.
   void Disable();
   void Enable();
+  // Runs and missed phase points so far. RT-safe.
   RunStats stats() const;
 
  private:
@@ -93,24 +113,33 @@ class PhasedLoopHandle {
   Duration offset_ = Duration::zero();
 };
 
-// Per-watcher counters (for stat tools and tests).
-struct WatcherStats {
-  uint64_t received = 0;
-  uint64_t missed = 0;     // lost before this watcher got to them
-  uint64_t malformed = 0;  // typed watchers: invalid bytes, skipped
-};
-
+// The interface a node is written against. Made by a UringEventLoop (one per
+// process) or a SimulatedEventLoopFactory (many, on virtual time); a node
+// never knows which. Not copyable or movable.
 class EventLoop : protected transport::EndpointHooks {
  public:
   ~EventLoop() override;
   EventLoop(const EventLoop&) = delete;
   EventLoop& operator=(const EventLoop&) = delete;
 
+  // The node's name (logs, errors). Any thread.
   const std::string& name() const { return name_; }
 
-  // --- channels (setup; errors name the channel and say what to fix) ------
+  // --- channels ---------------------------------------------------------
+  // All of these are setup calls: loop thread (before running or from a
+  // callback), not RT-safe (they register in the channel and allocate).
+  // Errors name the channel and say what to fix: NotFound for a channel the
+  // loop's stack does not have (listing those it has), FailedPrecondition
+  // for another message type (both names), ResourceExhausted when the
+  // channel's maxPublishers / maxPinned are all taken.
+
+  // A publisher on `channel`: Loan() -> write -> Send(), or Publish() of
+  // framed bytes. Its sends are RT-safe (no allocation, no lock, at most one
+  // syscall: the wake, only when a reader sleeps). Destroy it before the
+  // loop.
   absl::StatusOr<std::unique_ptr<RawSender>> MakeRawSender(
       const std::string& channel);
+  // Typed: MakeLoan() builds T in place in the slot; Send() commits it.
   template <typename T>
   absl::StatusOr<std::unique_ptr<Sender<T>>> MakeSender(
       const std::string& channel) {
@@ -120,7 +149,9 @@ class EventLoop : protected transport::EndpointHooks {
   }
 
   // Pulls messages without a callback: Latest() (the newest) or Next() (in
-  // order, with loss counts). Pins what it returns until the next call.
+  // order, with loss counts). Pins what it returns until the next call. Its
+  // reads are RT-safe. Takes one of the channel's maxPinned entries. Destroy
+  // it before the loop.
   absl::StatusOr<std::unique_ptr<RawFetcher>> MakeRawFetcher(
       const std::string& channel);
   template <typename T>
@@ -132,8 +163,11 @@ class EventLoop : protected transport::EndpointHooks {
   }
 
   // Calls `fn` for every message sent on `channel` after this call, in
-  // order, read in place (valid during the call only). Lost messages show in
-  // the context's `missed`. RT-safe dispatch, as RT-safe as `fn`.
+  // order, read in place (valid during the call only), across channels in
+  // send-time order. Lost messages show in the context's `missed`. Takes one
+  // of the channel's maxPinned entries. Dispatch is RT-safe; `fn` runs on
+  // the loop thread and is as RT-safe as it is written. A channel found
+  // corrupt stops its watcher (WatcherStats::corrupt) and the loop runs on.
   absl::Status MakeRawWatcher(
       const std::string& channel,
       absl::AnyInvocable<void(const RawMessage&)> fn);
@@ -147,87 +181,113 @@ class EventLoop : protected transport::EndpointHooks {
     absl::StatusOr<transport::ChannelHandle*> c = channels_->Find(channel);
     if (!c.ok()) return c.status();
     if (absl::Status s = transport::CheckChannelType<T>(**c); !s.ok()) return s;
-    return AddWatcher(*c, [this, fn = std::move(fn)](
-                              const RawMessage& m, WatcherStats& stats) mutable {
+    return AddWatcher(*c, [fn = std::move(fn)](const RawMessage& m,
+                                               WatcherStats& stats) mutable {
       transport::SlotMessageReader reader(m.bytes);
-      if (transport::VisitRoot<T>(reader, [&](typename T::Reader root) {
-            fn(root, m.context);
-          }) != transport::FramingStatus::kOk) {
+      transport::RootResult<T> checked;
+      {
+        // Errors of the check allocate (Cap'n Proto's exceptions).
+        const AllowAllocationScope allow;
+        checked = transport::CheckedRoot<T>(reader);
+      }
+      if (!checked.ok()) {
         ++stats.malformed;
+        return;
+      }
+      try {
+        fn(checked.root, m.context);
+      } catch (const kj::Exception&) {
+        ++stats.malformed;  // a field of the wrong kind, read by fn
       }
     });
   }
-  // Counters of the i-th watcher made on this loop.
+  // Counters of the i-th watcher made on this loop (zeros for an unknown
+  // index). Loop thread; RT-safe.
   WatcherStats watcher_stats(size_t i) const;
 
   // --- time -------------------------------------------------------------
+  // A timer running `fn` on the loop thread, disabled until its
+  // TimerHandle::Schedule(). Setup: loop thread, allocates. The handle lives
+  // as long as the loop.
   TimerHandle* AddTimer(absl::AnyInvocable<void()> fn);
-  // `fn(cycles)` at offset + k*period; cycles > 1 reports missed cycles.
+  // `fn(cycles)` at every phase point offset + k*period (on the monotonic
+  // clock's epoch), from the first one after now; cycles > 1 reports missed
+  // cycles (the loop ran late). `period` must be positive (aborts
+  // otherwise). Setup: loop thread, allocates.
   PhasedLoopHandle* AddPhasedLoop(absl::AnyInvocable<void(int cycles)> fn,
                                   Duration period,
                                   Duration offset = Duration::zero());
-  // Runs once when the loop starts, before any timer or watcher.
+  // Runs `fn` once when the loop starts, before any timer or watcher, in
+  // the order added. On a loop that already started it runs at the loop's
+  // next iteration. Setup: loop thread, allocates.
   void OnRun(absl::AnyInvocable<void()> fn);
 
+  // The loop's clock: real CLOCK_MONOTONIC, or virtual time in simulation.
+  // Loop thread; RT-safe.
   MonotonicTime monotonic_now() const { return clock_->Now(); }
+  // Wall-clock time in ns since the epoch on the loop's clock (CLOCK_REALTIME,
+  // or the simulation's virtual equivalent). Loop thread; RT-safe.
   virtual int64_t realtime_now_ns() const = 0;
+  // What the loop is handling now: valid inside a callback. Loop thread.
   const EventContext& context() const { return context_; }
 
+  // With `on`, every callback this loop runs (timers, phased loops,
+  // watchers, on-run) runs inside a RealtimeScope (realtime.h): in a binary
+  // that links //loop:rt_alloc_check, a heap allocation there aborts with a
+  // stack trace, so the checker guards a real node, not only tests. The
+  // message checks of typed watchers run outside it (their errors allocate,
+  // and a malformed message must be skipped, not fatal). A typed message
+  // that passes the check but has a pointer of the wrong kind for a field
+  // makes Cap'n Proto throw when `fn` reads that field: that allocates too,
+  // so with checking on it aborts. Setup; loop thread.
+  void set_check_allocations(bool on) { check_allocations_ = on; }
+  bool check_allocations() const { return check_allocations_; }
+
  protected:
-  // `channels`, `dispatcher` and `clock` must outlive the loop.
+  // `channels`, `dispatcher`, `clock` and `driver` must outlive the loop.
+  // The loop registers with `driver`, which runs it.
   EventLoop(std::string name, const transport::ChannelSet* channels,
-            Dispatcher* dispatcher, const Clock* clock);
-
-  struct Watcher {
-    transport::ChannelHandle* channel = nullptr;
-    std::unique_ptr<RawFetcher> subscriber;
-    absl::AnyInvocable<void(const RawMessage&, WatcherStats&)> fn;
-    WatcherStats stats;
-    RawMessage pending;        // the next message, pinned (uring merge)
-    bool has_pending = false;
-    EventId delivery{};        // simulated loops: the delivery event
-  };
-
-  // Kind-specific step after a watcher is made (the uring loop watches its
-  // channel's wake word; the simulated loop makes its delivery event).
-  virtual absl::Status WatcherAdded(Watcher& watcher) = 0;
-
-  // Runs `watcher`'s callback on its next message (if any); false when
-  // nothing was there. Sets the context while it runs. RT-safe.
-  bool DeliverOne(Watcher& watcher);
-  // Delivers every new message of every watcher, across channels in send
-  // time order (each channel in order). RT-safe; no allocation.
-  int DeliverAllInOrder();
-  // Runs the on-run callbacks with the on-run context.
-  void RunOnRunCallbacks();
+            Dispatcher* dispatcher, const Clock* clock, Driver* driver);
 
   // transport::EndpointHooks: stamp from this loop's clock.
   void StampSend(transport::SendTimes* times) override;
-  void AfterSend(transport::ChannelHandle*) override {}
   int64_t MonotonicNowNs() override {
     return static_cast<int64_t>(ToMonotonicNs(clock_->Now()));
   }
 
-  const std::vector<std::unique_ptr<Watcher>>& watchers() const {
-    return watchers_;
-  }
+  // Unregisters the loop's watchers and the loop from the driver. Every
+  // kind calls it first in its destructor, while the driver, port and
+  // channels still exist (the base destructor runs after the kind's
+  // members are gone). `port_survives`: the driver's port lives on (other
+  // loops use it), so the watchers are unwatched there. Not RT-safe.
+  void Detach(bool port_survives);
+
   Dispatcher* dispatcher() const { return dispatcher_; }
   const transport::ChannelSet* channels() const { return channels_; }
 
  private:
   friend class TimerHandle;
   friend class PhasedLoopHandle;
+  friend class Driver;
   absl::Status AddWatcher(
       transport::ChannelHandle* channel,
       absl::AnyInvocable<void(const RawMessage&, WatcherStats&)> fn);
-  void RunWatcherCallback(Watcher& w);
+  // For the Driver: runs the on-run callbacks (once), and one watcher's
+  // callback on its pending message, each with its context set. RT-safe as
+  // the callbacks are.
+  void Start();
+  void RunWatcherCallback(internal::Watcher& w);
 
   const std::string name_;
   const transport::ChannelSet* const channels_;
   Dispatcher* const dispatcher_;
   const Clock* const clock_;
+  Driver* const driver_;
+  bool started_ = false;
+  bool detached_ = false;
+  bool check_allocations_ = false;
   EventContext context_;
-  std::vector<std::unique_ptr<Watcher>> watchers_;
+  std::vector<std::unique_ptr<internal::Watcher>> watchers_;
   std::vector<std::unique_ptr<TimerHandle>> timers_;
   std::vector<std::unique_ptr<PhasedLoopHandle>> phased_loops_;
   std::vector<absl::AnyInvocable<void()>> on_run_;

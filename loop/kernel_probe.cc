@@ -214,6 +214,8 @@ std::string_view WakeBackendName(WakeBackend backend) {
       return "uring_futex";
     case WakeBackend::kFutexThread:
       return "futex_thread";
+    case WakeBackend::kVirtual:
+      return "virtual";
   }
   return "unknown";
 }
@@ -323,6 +325,10 @@ absl::StatusOr<WakeBackendChoice> ChooseWakeBackend(
                                   " has futex_waitv: a helper thread waits on "
                                   "the watched words and signals the ring "
                                   "through an eventfd")};
+      case WakeBackend::kVirtual:
+        return absl::FailedPreconditionError(
+            "wake backend virtual is the simulation's (virtual time); a real "
+            "loop sleeps in the kernel: use uring_futex or futex_thread");
     }
   }
 

@@ -81,9 +81,13 @@ enum class WakeBackend {
   // A thread blocked in futex_waitv(2) on the watched words that signals the
   // loop's ring through an eventfd (Linux >= 5.16; Debian 12's 6.1 kernel).
   kFutexThread,
+  // No kernel wait at all: the simulation's port (virtual_port.h), which
+  // advances virtual time. Never chosen for, or forced on, a real loop.
+  kVirtual,
 };
 
-// "uring_persistent", "uring_futex", "futex_thread". Any thread; RT-safe.
+// "uring_persistent", "uring_futex", "futex_thread", "virtual". Any thread;
+// RT-safe.
 std::string_view WakeBackendName(WakeBackend backend);
 // Inverse of WakeBackendName(); nullopt for an unknown name. Any thread.
 std::optional<WakeBackend> ParseWakeBackend(std::string_view name);

@@ -32,6 +32,8 @@ absl::StatusOr<std::unique_ptr<WakePort>> MakeWakePort(
       if (!port.ok()) return port.status();
       return std::unique_ptr<WakePort>(std::move(*port));
     }
+    case WakeBackend::kVirtual:
+      break;  // ChooseWakeBackend never picks it
   }
   return absl::InternalError("unknown wake backend");
 }

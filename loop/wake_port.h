@@ -117,6 +117,9 @@ struct WaitResult {
   bool timed_out = false;     // the deadline has passed
   bool pending_work = false;  // HasPendingWork() was true: did not block
   bool spun = false;          // the spin phase found the change (no syscall)
+  // The port has nothing left to wait for: a VirtualPort reached the time
+  // limit of the current run. Real ports never set it.
+  bool idle = false;
 };
 
 class WakePort {

@@ -29,6 +29,7 @@ struct ChannelHeader;
 struct PublisherEntry;
 struct ReaderEntry;
 struct SlotHeader;
+struct ChannelAccess;
 }  // namespace internal
 
 // Where channel files live and how they are made. Built by main() or the
@@ -113,13 +114,16 @@ class Channel {
   // Reclaims registrations, loans and pins of dead processes and finishes
   // or discards their half-done sends (see layout.h). Lock-free; safe with
   // live publishers and readers. O(pool + registries); not RT-safe (reads
-  // /proc for liveness).
+  // /proc for liveness). Defined in recovery.cc. Any thread.
   SweepReport Sweep();
 
+  // Counters for tools. A snapshot of values that move while read. Any
+  // thread; RT-safe (loads only), O(registries).
   ChannelStats Stats() const;
 
   // --- wake primitives (for loop/) -----------------------------------------
-  // The 32-bit futex word readers wait on (shared futex, never PRIVATE).
+  // The 32-bit futex word readers wait on (shared futex, never PRIVATE). It
+  // stays valid while the Channel lives. Any thread; RT-safe.
   std::atomic<uint32_t>* wake_word() const;
   // Current value of the wake word (acquire). RT-safe.
   uint32_t LoadWakeWord() const;
@@ -132,7 +136,18 @@ class Channel {
   // Wakes every waiter now (e.g. to stop a loop). RT-safe, one syscall.
   void WakeAll();
 
-  // --- internal, for Publisher and Reader --------------------------------
+ private:
+  friend class Publisher;
+  friend class Reader;
+  friend struct internal::ChannelAccess;  // tests, audits and fuzzers
+
+  Channel() = default;
+  static absl::StatusOr<std::unique_ptr<Channel>> Map(
+      const ChannelOptions& options, std::string name, std::string path,
+      int fd, const std::optional<QueueParams>& expected,
+      std::span<const std::byte> expected_metadata);
+
+  // --- the parts of the file (layout.h), for Publisher, Reader, recovery ---
   internal::ChannelHeader* header() const { return header_; }
   internal::PublisherEntry* publisher_entry(uint32_t i) const;
   internal::ReaderEntry* reader_entry(uint32_t i) const;
@@ -148,16 +163,17 @@ class Channel {
   // and rescans if none is found (not RT-safe then). Returns the slot, or
   // -1. O(pool).
   int64_t ClaimFreeSlot(uint32_t owner, uint64_t* hint, bool sweep);
-
- private:
-  Channel() = default;
-  static absl::StatusOr<std::unique_ptr<Channel>> Map(
-      const ChannelOptions& options, std::string name, std::string path,
-      int fd, const std::optional<QueueParams>& expected,
-      std::span<const std::byte> expected_metadata);
   bool ClaimIfFree(uint64_t slot, uint32_t owner);
+
+  // recovery.cc: reclaiming what dead processes left (see Sweep()).
+  // Takes a dead owner's registry entry over (CAS to our token) so no other
+  // sweeper cleans it at the same time and nobody registers in it before it
+  // is clean. False if the owner lives, the entry is free, or another
+  // sweeper won.
+  bool TakeOverDeadEntry(std::atomic<OwnerToken>& owner);
   void SweepPublisher(uint32_t index, SweepReport* report);
   void SweepReader(uint32_t index, SweepReport* report);
+  void SweepOrphanedSlots(SweepReport* report);
 
   std::string name_;
   std::string path_;
@@ -176,7 +192,6 @@ class Channel {
   OwnerToken self_token_ = kNoOwner;
   // The pid self_token_ was computed in; differs in a forked child.
   pid_t token_pid_ = 0;
-  // Token in the hot path (publisher pid stamp), set at registration.
 };
 
 }  // namespace tether::shm

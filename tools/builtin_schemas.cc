@@ -12,6 +12,7 @@ void RegisterBuiltinSchemas(transport::SchemaRegistry& registry) {
   registry.Register<StateEstimate>();
   registry.Register<JointCommand>();
   registry.Register<MonitorStatus>();
+  registry.Register<VelocityCommand>();
   registry.Register<wire::LauncherStatus>();
   // Bridged ROS messages: envelopes and the typed twins of common types.
   ros1msg::RegisterRosSchemas(&registry);

@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "loop/signals.h"
-#include "shm/futex.h"
 
 namespace tether::tools {
 
@@ -66,20 +65,6 @@ absl::StatusOr<TypedChannel> OpenTypedChannel(
   }
   typed.type = *type;
   return typed;
-}
-
-void WaitForMessage(transport::RawSubscriber& sub,
-                    std::chrono::milliseconds timeout) {
-  shm::Channel* channel = sub.channel()->shm();
-  channel->BeginSleep();
-  const uint32_t word = channel->LoadWakeWord();
-  if (!sub.HasNext()) {
-    timespec ts;
-    ts.tv_sec = timeout.count() / 1000;
-    ts.tv_nsec = (timeout.count() % 1000) * 1'000'000;
-    shm::FutexWait(channel->wake_word(), word, &ts);
-  }
-  channel->EndSleep();
 }
 
 int64_t MonotonicNowNs() {

@@ -1,6 +1,6 @@
 // tools: what the channel commands (echo, pub, stat, clean) share: the
 // --root/--instance options, opening a channel by name with the schema it
-// carries, number options, a bounded wait for a subscriber and Ctrl-C.
+// carries, number options and Ctrl-C.
 #ifndef TETHER_TOOLS_CHANNEL_TOOL_H_
 #define TETHER_TOOLS_CHANNEL_TOOL_H_
 
@@ -42,13 +42,6 @@ absl::StatusOr<std::unique_ptr<transport::ChannelHandle>> OpenChannelByName(
     const shm::ChannelOptions& options, const std::string& name);
 absl::StatusOr<TypedChannel> OpenTypedChannel(
     const shm::ChannelOptions& options, const std::string& name);
-
-// Blocks until `sub` has something (or a spurious wake), at most `timeout`,
-// without spinning: BeginSleep -> LoadWakeWord -> HasNext -> FutexWait ->
-// EndSleep on the channel's wake word.
-void WaitForMessage(transport::RawSubscriber& sub,
-                    std::chrono::milliseconds timeout =
-                        std::chrono::milliseconds(100));
 
 int64_t MonotonicNowNs();
 

@@ -1,9 +1,12 @@
 #include "tools/echo.h"
 
+#include <chrono>
 #include <cstring>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "loop/channel_waiter.h"
+#include "loop/clock.h"
 #include "ros_bridge/ros1msg/envelope.h"
 #include "tools/cli.h"
 #include "transport/dynamic.h"
@@ -45,6 +48,17 @@ int RunEcho(const EchoOptions& options, std::ostream& out, std::ostream& err) {
         << sub.status().message() << "\n";
     return kExitFailure;
   }
+  absl::StatusOr<std::unique_ptr<loop::ChannelWaiter>> waiter =
+      loop::ChannelWaiter::Create();
+  if (waiter.ok()) {
+    if (absl::Status s = (*waiter)->Add(sub->get()); !s.ok()) {
+      waiter = s;
+    }
+  }
+  if (!waiter.ok()) {
+    err << "tether echo: " << waiter.status().message() << "\n";
+    return kExitFailure;
+  }
   const bool pinned = sub_options.pin;
   if (!pinned) {
     err << "tether echo: note: reading " << options.channel
@@ -69,7 +83,8 @@ int RunEcho(const EchoOptions& options, std::ostream& out, std::ostream& err) {
     transport::RawMessage m;
     const transport::ReceiveStatus status = (*sub)->Next(&m);
     if (status == transport::ReceiveStatus::kNothingNew) {
-      WaitForMessage(**sub);
+      // At most 100 ms, so a stop request is seen.
+      (*waiter)->Wait(loop::MonotonicNow() + std::chrono::milliseconds(100));
       continue;
     }
     if (status != transport::ReceiveStatus::kOk) {

@@ -13,27 +13,6 @@
 #include "transport/raw_endpoints.h"
 
 namespace tether::tools {
-namespace {
-
-// transport::JsonToMessage ignores unknown fields; a typo in a field name
-// must not publish defaults silently, so pub decodes strictly first.
-absl::Status CheckNoUnknownFields(capnp::StructSchema type,
-                                  const std::string& json) {
-  try {
-    capnp::MallocMessageBuilder message;
-    capnp::JsonCodec codec;
-    codec.setRejectUnknownFields(true);
-    auto root = message.initRoot<capnp::DynamicStruct>(type);
-    codec.decode(kj::StringPtr(json.c_str()), root);
-    return absl::OkStatus();
-  } catch (const kj::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "JSON does not fit ", type.getProto().getDisplayName().cStr(), ": ",
-        e.getDescription().cStr()));
-  }
-}
-
-}  // namespace
 
 int RunPub(const PubOptions& options, std::ostream& out, std::ostream& err) {
   if (options.count == 0 && options.rate_hz <= 0) {
@@ -48,10 +27,6 @@ int RunPub(const PubOptions& options, std::ostream& out, std::ostream& err) {
   }
   absl::StatusOr<std::vector<uint64_t>> words =
       transport::JsonToMessage(channel->type, options.json);
-  if (words.ok()) {
-    absl::Status strict = CheckNoUnknownFields(channel->type, options.json);
-    if (!strict.ok()) words = strict;
-  }
   if (!words.ok()) {
     err << "tether pub: " << options.channel << ": "
         << words.status().message() << "\n";

@@ -1,14 +1,13 @@
 #include "tools/stat.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <memory>
-#include <mutex>
-#include <thread>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "loop/channel_waiter.h"
+#include "loop/clock.h"
 #include "tools/cli.h"
 #include "transport/raw_endpoints.h"
 
@@ -22,37 +21,35 @@ double Percentile(const std::vector<int64_t>& sorted, double p) {
   return sorted[i] / 1000.0;
 }
 
-// What one channel's reader thread saw; guarded by `mu`.
+// What one channel's reader saw over a span of time.
 struct Tally {
-  std::mutex mu;
   uint64_t messages = 0, missed = 0;
   std::vector<int64_t> latencies_ns;
 };
 
 struct Watched {
+  std::string name;
   std::unique_ptr<transport::ChannelHandle> handle;
   std::unique_ptr<transport::RawSubscriber> sub;
   Tally interval, total;
-  std::thread thread;
+  bool corrupt = false;
 };
 
-void ReadLoop(Watched& w, const std::atomic<bool>& done) {
-  while (!done.load(std::memory_order_relaxed)) {
+// Takes everything `w` has now. False (and `w` marked) when its channel
+// turned out corrupt.
+bool Drain(Watched& w) {
+  for (;;) {
     transport::RawMessage m;
     const transport::ReceiveStatus s = w.sub->Next(&m);
-    if (s == transport::ReceiveStatus::kNothingNew) {
-      WaitForMessage(*w.sub);
-      continue;
-    }
+    if (s == transport::ReceiveStatus::kNothingNew) return true;
     if (s != transport::ReceiveStatus::kOk) {
-      WaitForMessage(*w.sub);  // corrupt: keep the tool alive, do not spin
-      continue;
+      w.corrupt = true;
+      return false;
     }
     const transport::MessageContext c = m.context;
     const bool valid = w.sub->StillValid(m);  // unpinned: context intact?
     w.sub->Release();
     for (Tally* t : {&w.interval, &w.total}) {
-      std::lock_guard lock(t->mu);
       t->missed += c.missed + (valid ? 0 : 1);
       if (valid) {
         ++t->messages;
@@ -62,15 +59,11 @@ void ReadLoop(Watched& w, const std::atomic<bool>& done) {
   }
 }
 
-StatRow TakeRow(const std::string& name, Tally& t, double seconds,
-                bool reset) {
-  std::lock_guard lock(t.mu);
-  StatRow row = MakeStatRow(name, t.messages, t.missed, seconds,
+StatRow TakeRow(const Watched& w, Tally& t, double seconds, bool reset) {
+  StatRow row = MakeStatRow(w.name, t.messages, t.missed, seconds,
                             t.latencies_ns);
-  if (reset) {
-    t.messages = t.missed = 0;
-    t.latencies_ns.clear();
-  }
+  row.corrupt = w.corrupt;
+  if (reset) t = Tally{};
   return row;
 }
 
@@ -99,9 +92,10 @@ std::string FormatStatTable(const std::vector<StatRow>& rows) {
                       "MESSAGES", "MISSED", "RATE HZ", "P50 US", "P99 US",
                       "MAX US");
   for (const StatRow& r : rows) {
-    absl::StrAppendFormat(&out, "%-*s  %10u  %8u  %9.1f  %9.1f  %9.1f  %9.1f\n",
+    absl::StrAppendFormat(&out, "%-*s  %10u  %8u  %9.1f  %9.1f  %9.1f  %9.1f%s\n",
                           w, r.channel, r.messages, r.missed, r.rate_hz,
-                          r.p50_us, r.p99_us, r.max_us);
+                          r.p50_us, r.p99_us, r.max_us,
+                          r.corrupt ? "  CORRUPT (stopped reading)" : "");
   }
   return out;
 }
@@ -122,8 +116,13 @@ int RunStat(const StatOptions& options, std::ostream& out, std::ostream& err) {
       return kExitFailure;
     }
   }
+  absl::StatusOr<std::unique_ptr<loop::ChannelWaiter>> waiter =
+      loop::ChannelWaiter::Create();
+  if (!waiter.ok()) {
+    err << "tether stat: " << waiter.status().message() << "\n";
+    return kExitFailure;
+  }
   std::vector<std::unique_ptr<Watched>> watched;
-  std::vector<std::string> watched_names;
   bool failed = false;
   for (const std::string& name : names) {
     auto handle = OpenChannelByName(options.channels, name);
@@ -133,6 +132,7 @@ int RunStat(const StatOptions& options, std::ostream& out, std::ostream& err) {
       continue;
     }
     auto w = std::make_unique<Watched>();
+    w->name = name;
     w->handle = std::move(*handle);
     // Unpinned: stat takes none of the stack's pins.
     auto sub = transport::RawSubscriber::Create(w->handle.get(), {.pin = false});
@@ -142,15 +142,18 @@ int RunStat(const StatOptions& options, std::ostream& out, std::ostream& err) {
       continue;
     }
     w->sub = std::move(*sub);
+    if (absl::Status s = (*waiter)->Add(w->sub.get()); !s.ok()) {
+      err << "tether stat: " << name << ": " << s.message() << "\n";
+      failed = true;
+      continue;
+    }
     watched.push_back(std::move(w));
-    watched_names.push_back(name);
   }
   if (watched.empty()) return kExitFailure;
 
-  std::atomic<bool> done{false};
-  for (auto& w : watched) {
-    w->thread = std::thread([&w = *w, &done] { ReadLoop(w, done); });
-  }
+  // One thread reads every channel: drain, print when a table is due, then
+  // sleep on all the channels' wake words at once (at most 100 ms, so a stop
+  // request is seen).
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   const bool bounded = options.duration.count() > 0;
@@ -159,24 +162,24 @@ int RunStat(const StatOptions& options, std::ostream& out, std::ostream& err) {
   Clock::time_point next_tick = start + options.interval;
   bool stopping = false;
   while (!stopping) {
-    Clock::time_point wake = bounded ? std::min(next_tick, end) : next_tick;
-    while (Clock::now() < wake) {
-      if (options.stop && options.stop()) {
-        stopping = true;
-        break;
-      }
-      std::this_thread::sleep_for(std::min<Clock::duration>(
-          wake - Clock::now(), std::chrono::milliseconds(100)));
+    for (auto& w : watched) {
+      if (w->corrupt || Drain(*w)) continue;
+      (*waiter)->Remove(w->sub.get());
+      err << "tether stat: " << w->name
+          << ": the channel's shared memory is corrupt; stopped reading it "
+             "(remove "
+          << w->handle->path() << " and restart the stack's nodes on it)\n";
+      failed = true;
     }
+    if (options.stop && options.stop()) stopping = true;
     const Clock::time_point now = Clock::now();
     if (bounded && now >= end) stopping = true;
     const double seconds =
         std::chrono::duration<double>(now - interval_start).count();
     if (now >= next_tick || (stopping && seconds > 0.001)) {
       std::vector<StatRow> rows;
-      for (size_t i = 0; i < watched.size(); ++i) {
-        rows.push_back(
-            TakeRow(watched_names[i], watched[i]->interval, seconds, true));
+      for (auto& w : watched) {
+        rows.push_back(TakeRow(*w, w->interval, seconds, true));
       }
       out << absl::StrFormat(
                  "--- %.1f s ---\n",
@@ -186,18 +189,17 @@ int RunStat(const StatOptions& options, std::ostream& out, std::ostream& err) {
       interval_start = now;
       while (next_tick <= now) next_tick += options.interval;
     }
-  }
-  done = true;
-  for (auto& w : watched) {
-    w->handle->shm()->WakeAll();
-    w->thread.join();
+    if (stopping) break;
+    Clock::time_point wake = bounded ? std::min(next_tick, end) : next_tick;
+    wake = std::min(wake, now + std::chrono::milliseconds(100));
+    (*waiter)->Wait(loop::MonotonicNow() +
+                    std::chrono::duration_cast<loop::Duration>(wake - now));
   }
   const double total_seconds =
       std::chrono::duration<double>(Clock::now() - start).count();
   std::vector<StatRow> rows;
-  for (size_t i = 0; i < watched.size(); ++i) {
-    rows.push_back(
-        TakeRow(watched_names[i], watched[i]->total, total_seconds, false));
+  for (auto& w : watched) {
+    rows.push_back(TakeRow(*w, w->total, total_seconds, false));
   }
   out << absl::StrFormat("=== summary over %.1f s ===\n", total_seconds)
       << FormatStatTable(rows);

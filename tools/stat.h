@@ -22,6 +22,8 @@ struct StatRow {
   double rate_hz = 0;
   // Send -> receive latency in microseconds; 0 without messages.
   double p50_us = 0, p99_us = 0, max_us = 0;
+  // The channel's memory was found corrupt: reading stopped there.
+  bool corrupt = false;
 };
 
 // A row from what was seen over `seconds`. Sorts `latencies_ns`.
@@ -38,9 +40,11 @@ struct StatOptions {
   StopFn stop;
 };
 
-// One unpinned reader per channel (a thread each, sleeping on the channel's
-// futex) counts new messages. Prints a table every interval and a summary
-// over the whole run at the end. Returns an exit code.
+// One unpinned reader per channel, all read by one thread that sleeps on
+// every channel's wake word at once (loop::ChannelWaiter), counts new
+// messages. Prints a table every interval and a summary over the whole run
+// at the end. A channel found corrupt is reported (on `err` and in its row)
+// and no longer read; the exit code is then kExitFailure.
 int RunStat(const StatOptions& options, std::ostream& out, std::ostream& err);
 
 ArgParser StatParser();

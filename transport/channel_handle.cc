@@ -146,8 +146,8 @@ absl::StatusOr<std::vector<ChannelSummary>> ListChannels(
       s.type_id = (*h)->type_id();
       s.max_size = (*h)->max_size();
       s.frequency_hz = (*h)->frequency_hz();
-      s.params = (*h)->shm()->params();
-      s.stats = (*h)->shm()->Stats();
+      s.params = (*h)->params();
+      s.stats = (*h)->stats();
     }
     out.push_back(std::move(s));
   }

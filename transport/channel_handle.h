@@ -15,6 +15,7 @@
 #include "shm/channel.h"
 #include "transport/config.capnp.h"
 #include "transport/schema_registry.h"
+#include "transport/wake_handle.h"
 
 namespace tether::transport {
 
@@ -46,9 +47,26 @@ class ChannelHandle {
   double frequency_hz() const { return frequency_hz_; }
   // The type's CodeGeneratorRequest (stream framed, 8-byte aligned).
   std::span<const std::byte> schema() const;
-  shm::Channel* shm() const { return shm_.get(); }
+  // The queue's shape (slot size, depth, publishers, pins).
+  const shm::QueueParams& params() const { return shm_->params(); }
+  // The channel file.
+  const std::string& path() const { return shm_->path(); }
+  // Counters of the shared queue (messages so far, registered publishers
+  // and pinning readers, sleepers, file size): a snapshot. RT-safe.
+  shm::ChannelStats stats() const { return shm_->Stats(); }
+  // Reclaims what dead processes left in the channel (shm::Channel::Sweep).
+  // Not RT-safe (reads /proc).
+  shm::SweepReport Sweep() const { return shm_->Sweep(); }
+  // The wake word and sleep bracket, for event loops and waiting tools.
+  WakeHandle wake() const { return WakeHandle(shm_.get()); }
 
  private:
+  // The endpoints work on the shm queue itself; nothing above transport
+  // sees it.
+  friend class RawPublisher;
+  friend class RawSubscriber;
+  shm::Channel* shm() const { return shm_.get(); }
+
   ChannelHandle() = default;
   static absl::StatusOr<std::unique_ptr<ChannelHandle>> FromShm(
       std::unique_ptr<shm::Channel> channel);

@@ -1,6 +1,8 @@
 // transport: loads a stack configuration (JSON decoded into config.capnp
-// structs, with includes merged), validates it, and derives each channel's
-// shm::QueueParams.
+// structs, with includes merged) and validates it. The parts: this loader
+// (files, includes, placing problems at file:line), json_check.h (the strict
+// JSON-against-schema check), config_validate.h (the semantic rules), and
+// queue_shape.h (each channel's shm::QueueParams).
 #ifndef TETHER_TRANSPORT_CONFIG_H_
 #define TETHER_TRANSPORT_CONFIG_H_
 
@@ -18,6 +20,7 @@
 #include "capnp/message.h"
 #include "shm/queue_params.h"
 #include "transport/config.capnp.h"
+#include "transport/queue_shape.h"
 
 namespace tether::transport {
 
@@ -77,6 +80,25 @@ class StackConfig {
   std::vector<std::string> warnings_;
 };
 
+// One problem found in a stack config, as data (the Status message has the
+// same lines as text). Programs that add hints use `kind`, never the text.
+struct ConfigProblem {
+  enum class Kind {
+    kInvalid,      // a field's value or the stack's structure is wrong
+    kSyntax,       // the file is not JSON, or cannot be read
+    kUnknownType,  // a channel names a message type the caller does not know
+    kWarning,      // not an error: the stack runs (e.g. a channel no node
+                   // writes)
+  };
+  Kind kind = Kind::kInvalid;
+  std::string file;   // as displayed; empty when not in a file
+  int line = 0;       // 0 when unknown
+  std::string field;  // field path, e.g. "channels[2].queueDepth"; may be ""
+  std::string message;
+  // "file:line: field: message".
+  std::string ToString() const;
+};
+
 // Reads the stack file at `path` and the files it includes (recursively;
 // paths relative to the including file; a file included twice is read once),
 // checks every field against config.capnp (unknown or mistyped fields are
@@ -86,23 +108,21 @@ class StackConfig {
 // message lists every problem found (up to 25), one per line, each as
 // "file:line: field.path: what is wrong; what would be valid", e.g.
 //   stack.json:12: channels[2].queueDepth: 100 is not a power of two; use 128
+// When `problems` is given it receives every error (and warning) as data.
 // Setup only: reads files, allocates, not RT-safe. Thread-safe (no shared
 // state).
-absl::StatusOr<StackConfig> LoadStackConfig(const std::filesystem::path& path,
-                                            const KnownTypes& types);
+absl::StatusOr<StackConfig> LoadStackConfig(
+    const std::filesystem::path& path, const KnownTypes& types,
+    std::vector<ConfigProblem>* problems = nullptr);
 
-// The queue depth a channel asks for: queueDepth if set, else
-// ceil(frequencyHz * historySeconds) rounded up to a power of two (>= 2).
-// InvalidArgument (naming the channel) if neither is usable or they
-// disagree. Any thread; allocates only for the error.
-absl::StatusOr<uint32_t> QueueDepthFor(config::Channel::Reader channel);
-
-// The shm queue shape of a channel: slot_size = maxSize rounded up to 8 bytes
-// (Cap'n Proto words), queue_depth = QueueDepthFor(channel), max_publishers
-// and max_pinned as configured; checked with shm::Validate. Channels from a
-// StackConfig always succeed. Any thread; allocates only for the error.
-absl::StatusOr<shm::QueueParams> QueueParamsFor(
-    config::Channel::Reader channel);
+// The same for a stack given as JSON text (built in code, or from a test, a
+// log or a bridge): `name` is what errors call it (e.g. "<replay stack>"),
+// and includes are resolved relative to `include_dir` (the working
+// directory when empty). Same errors and threading as LoadStackConfig().
+absl::StatusOr<StackConfig> ParseStackConfig(
+    std::string_view json, const std::string& name, const KnownTypes& types,
+    const std::filesystem::path& include_dir = {},
+    std::vector<ConfigProblem>* problems = nullptr);
 
 }  // namespace tether::transport
 

@@ -3,12 +3,15 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "capnp/compat/json.h"
 #include "capnp/dynamic.h"
 #include "capnp/message.h"
 #include "capnp/serialize.h"
 #include "kj/exception.h"
 #include "transport/framing.h"
+#include "transport/json_check.h"
+#include "transport/json_locator.h"
 
 namespace tether::transport {
 
@@ -46,19 +49,41 @@ absl::StatusOr<std::string> MessageToJson(capnp::StructSchema type,
 
 absl::StatusOr<std::vector<uint64_t>> JsonToMessage(capnp::StructSchema type,
                                                     const std::string& json) {
+  const std::string type_name = type.getProto().getDisplayName().cStr();
+  // Syntax first, with a position (capnp's parser gives none).
+  const internal::JsonLocations located = internal::LocateJson(json);
+  if (located.error.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "not valid JSON (line ", located.error->line, ", column ",
+        located.error->column, "): ", located.error->message));
+  }
   try {
-    capnp::MallocMessageBuilder message;
     capnp::JsonCodec codec;
+    capnp::MallocMessageBuilder raw_message;
+    capnp::JsonValue::Builder raw = raw_message.initRoot<capnp::JsonValue>();
+    codec.decodeRaw(kj::ArrayPtr<const char>(json.data(), json.size()), raw);
+    // Then every field against the schema, in the user's words: a typo in a
+    // field name must not publish defaults silently.
+    std::vector<std::string> problems;
+    JsonSchemaChecker checker([&](const std::string& path, std::string what) {
+      problems.push_back(path.empty() ? what : absl::StrCat(path, ": ", what));
+    });
+    checker.CheckStruct(raw.asReader(), type, "");
+    if (!problems.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("JSON does not fit ", type_name, ": ",
+                       absl::StrJoin(problems, "; ")));
+    }
+    capnp::MallocMessageBuilder message;
     auto root = message.initRoot<capnp::DynamicStruct>(type);
-    codec.decode(kj::StringPtr(json.c_str()), root);
+    codec.decode(raw.asReader(), root);
     kj::Array<capnp::word> flat = capnp::messageToFlatArray(message);
     std::vector<uint64_t> words(flat.size());
     std::memcpy(words.data(), flat.begin(), flat.size() * sizeof(capnp::word));
     return words;
   } catch (const kj::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "JSON does not fit ", type.getProto().getDisplayName().cStr(), ": ",
-        e.getDescription().cStr()));
+        "JSON does not fit ", type_name, ": ", e.getDescription().cStr()));
   }
 }
 

@@ -23,9 +23,10 @@ absl::StatusOr<std::string> MessageToJson(capnp::StructSchema type,
                                           std::span<const std::byte> framed);
 
 // JSON text -> framed message of `type`, as 8-byte words (aligned, so it can
-// go straight to RawPublisher::Publish).
-// InvalidArgument naming the problem (bad JSON, unknown field, wrong value
-// type) so a CLI user can fix the command line.
+// go straight to RawPublisher::Publish). Strict (JsonSchemaChecker): unknown
+// fields, wrong value kinds, out-of-range or non-finite numbers and unknown
+// enum names are errors. InvalidArgument naming each problem by field path
+// (and bad JSON by line and column) so a CLI user can fix the command line.
 absl::StatusOr<std::vector<uint64_t>> JsonToMessage(capnp::StructSchema type,
                                                     const std::string& json);
 

@@ -65,7 +65,6 @@ PublishResult RawPublisher::Send(size_t size, const SendTimes* times) {
   shm::SendResult r = publisher_->Send(size, times);
   switch (r.status) {
     case shm::SendStatus::kOk:
-      if (hooks_ != nullptr) hooks_->AfterSend(channel_);
       return {PublishStatus::kOk, r.queue_index};
     case shm::SendStatus::kTooLarge:
       return {PublishStatus::kTooLarge};

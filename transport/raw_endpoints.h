@@ -50,22 +50,21 @@ struct PublishResult {
 };
 
 // What an event loop hooks into the endpoints it hands out, so that send and
-// receive times follow the loop's clock (real or simulated) and a simulated
-// loop learns of each send. transport never depends on loop: the loop
-// implements this. Called on the endpoint's thread; must be RT-safe.
+// receive times follow the loop's clock (real or simulated). transport never
+// depends on loop: the loop implements this. Called on the endpoint's
+// thread; must be RT-safe.
 class EndpointHooks {
  public:
   virtual ~EndpointHooks() = default;
   // Fills the send times of the next send (fields left zero are stamped
   // from the real clocks at commit).
   virtual void StampSend(SendTimes* times) = 0;
-  // After a successful send on `channel`.
-  virtual void AfterSend(ChannelHandle* channel) = 0;
   // The receive time stamped on messages (CLOCK_MONOTONIC or virtual).
   virtual int64_t MonotonicNowNs() = 0;
 };
 
-// One publisher on a channel. Not copyable or movable; one thread at a time.
+// One publisher on a channel. Not copyable or movable; one thread at a time
+// (one publisher per thread). Destroy it before its ChannelHandle.
 class RawPublisher {
  public:
   // Registers a publisher (ResourceExhausted naming maxPublishers when the
@@ -129,6 +128,11 @@ struct SubscriberOptions {
 // One subscriber cursor. Not copyable or movable; one thread at a time.
 class RawSubscriber {
  public:
+  // A cursor at the newest message (or the oldest, options.from_oldest).
+  // Pinning takes one of the channel's maxPinned entries: ResourceExhausted
+  // naming maxPinned when all are taken (after sweeping dead readers).
+  // `channel` (and `hooks`, may be null, from an event loop) must outlive
+  // the subscriber. Setup only: not RT-safe (may read /proc to sweep).
   static absl::StatusOr<std::unique_ptr<RawSubscriber>> Create(
       ChannelHandle* channel, const SubscriberOptions& options = {},
       EndpointHooks* hooks = nullptr);
@@ -140,8 +144,12 @@ class RawSubscriber {
   // or Release(). RT-safe: lock-free, no allocation, no syscall but the
   // vDSO clock read.
   ReceiveStatus Next(RawMessage* message);
-  // The newest message if newer than the cursor (what a fetcher wants).
+  // The newest message if newer than the cursor (what a fetcher wants); the
+  // cursor moves past it, and the messages skipped are not counted as
+  // missed. Pinned like Next(). RT-safe: lock-free, no allocation.
   ReceiveStatus Latest(RawMessage* message);
+  // Unpins the message the last Next()/Latest() returned (no-op when
+  // unpinned or nothing is held); its bytes must not be read after. RT-safe.
   void Release() { reader_->Release(); }
   // Next() has something (a message, a loss or corruption). RT-safe.
   bool HasNext() const { return reader_->HasNext(); }

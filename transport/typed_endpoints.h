@@ -70,7 +70,9 @@ class Loan {
   typename T::Builder root_;
 };
 
-// Not copyable or movable; one thread at a time.
+// Not copyable or movable; one thread at a time (one publisher per thread).
+// Destroy it before its ChannelHandle (and, when an event loop made it,
+// before that loop).
 template <typename T>
 class Publisher {
  public:
@@ -149,9 +151,15 @@ struct Message {
   std::span<const std::byte> bytes;
 };
 
+// Not copyable or movable; one thread at a time. Destroy it before its
+// ChannelHandle.
 template <typename T>
 class Subscriber {
  public:
+  // FailedPrecondition if the channel carries another type (both names);
+  // InvalidArgument unless options.pin (typed reads are in place); the raw
+  // subscriber's errors otherwise. `channel` and `hooks` (may be null) must
+  // outlive it. Setup only.
   static absl::StatusOr<std::unique_ptr<Subscriber>> Create(
       ChannelHandle* channel, const SubscriberOptions& options = {},
       EndpointHooks* hooks = nullptr) {
@@ -178,6 +186,7 @@ class Subscriber {
   ReceiveStatus Latest(Message<T>* out) {
     return Take(raw_->Latest(&raw_msg_), out);
   }
+  // Unpins the last message (its root must not be read after). RT-safe.
   void Release() {
     reader_.reset();
     raw_->Release();

@@ -10,6 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "shm/channel.h"
+#include "shm/channel_access.h"
 #include "shm/layout.h"
 #include "shm/publisher.h"
 #include "shm/reader.h"
@@ -60,7 +61,7 @@ uint64_t Adversarial(std::mt19937_64& rng) {
 }
 
 void Corrupt(Channel* c, Region region, std::mt19937_64& rng) {
-  auto* base = reinterpret_cast<std::byte*>(c->header());
+  auto* base = reinterpret_cast<std::byte*>(internal::ChannelAccess::header(*c));
   Span s = RegionSpan(region);
   if (s.end <= s.begin) return;
   int writes = 1 + rng() % 6;
@@ -78,7 +79,7 @@ void Corrupt(Channel* c, Region region, std::mt19937_64& rng) {
 }
 
 bool InMapping(Channel* c, const MessageView& v) {
-  auto* base = reinterpret_cast<const std::byte*>(c->header());
+  auto* base = reinterpret_cast<const std::byte*>(internal::ChannelAccess::header(*c));
   const std::byte* end = base + c->Stats().file_size;
   return v.data.data() >= base && v.data.data() + v.data.size() <= end;
 }
@@ -181,7 +182,7 @@ TEST(Corruption, ACorruptHeaderFailsOpenWithDataLoss) {
     auto c = Channel::OpenOrCreate(root.options(), "c", kParams);
     ASSERT_TRUE(c.ok());
     // Only the immutable first line (magic .. creation time).
-    auto* base = reinterpret_cast<std::byte*>((*c)->header());
+    auto* base = reinterpret_cast<std::byte*>(internal::ChannelAccess::header(**c));
     uint64_t off = rng() % 48;
     base[off] = static_cast<std::byte>(static_cast<uint8_t>(base[off]) ^
                                        (1u << (rng() % 8)));

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "shm/channel.h"
+#include "shm/channel_access.h"
 #include "shm/layout.h"
 
 namespace tether::shm::testing {
@@ -40,7 +41,7 @@ inline AuditResult Audit(Channel* c, bool expect_idle) {
   const uint64_t pool = p.pool_size();
   std::set<uint64_t> ring_slots;
   for (uint64_t i = 0; i < p.queue_depth; ++i) {
-    uint64_t e = c->ring_entry(i)->load();
+    uint64_t e = in::ChannelAccess::ring_entry(*c, i)->load();
     uint64_t s = in::EntrySlot(e);
     if (s >= pool) {
       r.problems.push_back(absl::StrCat("ring entry ", i, " names slot ", s));
@@ -49,7 +50,7 @@ inline AuditResult Audit(Channel* c, bool expect_idle) {
     if (!ring_slots.insert(s).second) {
       r.problems.push_back(absl::StrCat("slot ", s, " is in the ring twice"));
     }
-    uint64_t state = c->slot_header(s)->state.load();
+    uint64_t state = in::ChannelAccess::slot_header(*c, s)->state.load();
     bool initial = state == in::kEmpty && s == i &&
                    in::EntryTag(e) == in::Tag(i - p.queue_depth);
     bool holds = in::IsMessage(state) && in::Tag(state) == in::EntryTag(e) &&
@@ -60,13 +61,13 @@ inline AuditResult Audit(Channel* c, bool expect_idle) {
     }
   }
   for (uint64_t s = 0; s < pool; ++s) {
-    auto* sh = c->slot_header(s);
+    auto* sh = in::ChannelAccess::slot_header(*c, s);
     uint64_t state = sh->state.load();
     uint64_t pins = sh->pinned_by.load();
     if (pins != 0) ++r.pinned;
     for (uint32_t k = 0; k < 64; ++k) {
       if ((pins >> k) & 1) {
-        if (k >= p.max_pinned || c->reader_entry(k)->owner.load() == kNoOwner) {
+        if (k >= p.max_pinned || in::ChannelAccess::reader_entry(*c, k)->owner.load() == kNoOwner) {
           r.problems.push_back(
               absl::StrCat("slot ", s, " pinned by unregistered reader ", k));
         }
@@ -85,7 +86,7 @@ inline AuditResult Audit(Channel* c, bool expect_idle) {
       ++r.loaned;
       uint32_t owner = in::StateOwner(state);
       if (owner >= p.max_publishers ||
-          c->publisher_entry(owner)->owner.load() == kNoOwner) {
+          in::ChannelAccess::publisher_entry(*c, owner)->owner.load() == kNoOwner) {
         r.problems.push_back(absl::StrCat("slot ", s, " loaned to publisher ",
                                           owner, " that is not registered"));
       }

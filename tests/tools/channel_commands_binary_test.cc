@@ -26,6 +26,7 @@ namespace tether::tools {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 using test::Outcome;
 using test::RunTether;
@@ -70,7 +71,16 @@ TEST(ChannelCommandsBinary, PubThenEchoPrintsTheMessage) {
 
   Outcome bad = RunTether(with({"pub", "/robot/scalars", R"({"i64": })"}));
   EXPECT_EQ(bad.code, 2);
-  EXPECT_THAT(bad.err, HasSubstr("JSON does not fit"));
+  EXPECT_THAT(bad.err, HasSubstr("not valid JSON (line 1, column 9)"));
+  // A typo in a field name is an error in the user's words, not a default.
+  Outcome typo = RunTether(with({"pub", "/robot/scalars", R"({"i46": 1})"}));
+  EXPECT_EQ(typo.code, 2);
+  EXPECT_THAT(typo.err, HasSubstr("i46: unknown field; did you mean \"i64\"?"));
+  EXPECT_THAT(typo.err, Not(HasSubstr("impl->")));
+  // A number that overflows a double is not published as infinity.
+  Outcome inf = RunTether(with({"pub", "/robot/scalars", R"({"f64": 1e400})"}));
+  EXPECT_EQ(inf.code, 2);
+  EXPECT_THAT(inf.err, HasSubstr("f64: the number is too large for a double"));
 
   Outcome stat = RunTether(
       with({"stat", "--duration", "0.2", "--interval", "0.1"}));

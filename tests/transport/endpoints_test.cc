@@ -210,7 +210,7 @@ TEST_F(EndpointsTest, TheConfigsModeAndGroupAreApplied) {
   auto h = ChannelHandle::Create(root_.options(), c.asReader(), schemas_);
   ASSERT_TRUE(h.ok()) << h.status();
   struct stat st;
-  ASSERT_EQ(::stat((*h)->shm()->path().c_str(), &st), 0);
+  ASSERT_EQ(::stat((*h)->path().c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0640u);
   EXPECT_EQ(st.st_gid, ::getegid());
 

@@ -1,0 +1,65 @@
+#include "loop/channel_waiter.h"
+
+#include <algorithm>
+
+#include "loop/kernel_probe.h"
+#include "loop/make_wake_port.h"
+
+namespace tether::loop {
+namespace {
+
+uint64_t CookieOf(const transport::RawSubscriber* reader) {
+  return reinterpret_cast<uint64_t>(reader);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ChannelWaiter>> ChannelWaiter::Create(
+    const WakePortOptions& options) {
+  absl::StatusOr<std::unique_ptr<WakePort>> port =
+      MakeWakePort(options, ProbeKernel());
+  if (!port.ok()) return port.status();
+  return std::unique_ptr<ChannelWaiter>(new ChannelWaiter(std::move(*port)));
+}
+
+ChannelWaiter::~ChannelWaiter() {
+  for (transport::RawSubscriber* r : readers_) port_->Unwatch(CookieOf(r));
+}
+
+absl::Status ChannelWaiter::Add(transport::RawSubscriber* reader) {
+  if (absl::Status s =
+          port_->Watch(reader->channel()->wake().word(), CookieOf(reader));
+      !s.ok()) {
+    return s;
+  }
+  readers_.push_back(reader);
+  return absl::OkStatus();
+}
+
+void ChannelWaiter::Remove(transport::RawSubscriber* reader) {
+  auto it = std::find(readers_.begin(), readers_.end(), reader);
+  if (it == readers_.end()) return;
+  port_->Unwatch(CookieOf(reader));
+  readers_.erase(it);
+}
+
+void ChannelWaiter::Wait(std::optional<MonotonicTime> deadline) {
+  (void)port_->Wait(deadline, *this, [](uint64_t) {});
+}
+
+void ChannelWaiter::BeginSleep() {
+  for (transport::RawSubscriber* r : readers_) r->channel()->wake().BeginSleep();
+}
+
+bool ChannelWaiter::HasPendingWork() {
+  for (transport::RawSubscriber* r : readers_) {
+    if (r->HasNext()) return true;
+  }
+  return false;
+}
+
+void ChannelWaiter::EndSleep() {
+  for (transport::RawSubscriber* r : readers_) r->channel()->wake().EndSleep();
+}
+
+}  // namespace tether::loop

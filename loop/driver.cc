@@ -1,0 +1,200 @@
+#include "loop/driver.h"
+
+#include <cstdio>
+
+#include "loop/check.h"
+#include "loop/event_loop.h"
+
+namespace tether::loop {
+namespace {
+
+constexpr uint64_t kStopCookie = ~uint64_t{0};
+
+uint64_t CookieOf(const internal::Watcher* w) {
+  return reinterpret_cast<uint64_t>(w);
+}
+
+}  // namespace
+
+Driver::Driver(Dispatcher* dispatcher, const Clock* clock, WakePort* port)
+    : dispatcher_(dispatcher), clock_(clock), port_(port) {
+  TETHER_LOOP_CHECK(dispatcher != nullptr && clock != nullptr &&
+                        port != nullptr,
+                    "a Driver needs a dispatcher, a clock and a port");
+}
+
+// The port's owner destroys it with the driver: nothing to unwatch.
+Driver::~Driver() = default;
+
+void Driver::AddLoop(EventLoop* loop) { loops_.push_back(loop); }
+
+void Driver::RemoveLoop(EventLoop* loop, bool unwatch) {
+  for (size_t i = 0; i < loops_.size(); ++i) {
+    if (loops_[i] != loop) continue;
+    loops_.erase(loops_.begin() + static_cast<std::ptrdiff_t>(i));
+    if (i < started_loops_) --started_loops_;
+    break;
+  }
+  std::vector<internal::Watcher*> kept;
+  delivery_budget_ = 0;
+  for (internal::Watcher* w : watchers_) {
+    if (w->loop == loop) {
+      if (unwatch && !w->stats.corrupt) port_->Unwatch(CookieOf(w));
+      continue;
+    }
+    w->index = kept.size();
+    delivery_budget_ += w->channel->params().queue_depth;
+    kept.push_back(w);
+  }
+  watchers_ = std::move(kept);
+}
+
+absl::Status Driver::AddWatcher(internal::Watcher* w) {
+  if (absl::Status s = port_->Watch(w->channel->wake().word(), CookieOf(w));
+      !s.ok()) {
+    return s;
+  }
+  w->index = watchers_.size();
+  watchers_.push_back(w);
+  delivery_budget_ += w->channel->params().queue_depth;
+  return absl::OkStatus();
+}
+
+absl::Status Driver::WatchStop(int stop_fd, const StopSignals* signals) {
+  TETHER_LOOP_CHECK(stop_fd_ < 0 && stop_signals_ == nullptr,
+                    "WatchStop called twice");
+  if (stop_fd >= 0) {
+    if (absl::Status s = port_->WatchFd(stop_fd, kStopCookie); !s.ok()) {
+      return s;
+    }
+    stop_fd_ = stop_fd;
+  }
+  stop_signals_ = signals;
+  return absl::OkStatus();
+}
+
+void Driver::Exit() {
+  exit_.store(true, std::memory_order_release);
+  port_->Wake();
+}
+
+bool Driver::StopRequested() const {
+  return stop_signals_ != nullptr && stop_signals_->stop_requested();
+}
+
+void Driver::StartNewLoops() {
+  // Index loop: an on-run callback may make another loop.
+  while (started_loops_ < loops_.size()) {
+    loops_[started_loops_++]->Start();
+  }
+}
+
+Driver::RunEnd Driver::Run() {
+  StartNewLoops();
+  for (;;) {
+    if (exit_.load(std::memory_order_acquire)) return RunEnd::kExit;
+    if (StopRequested()) return RunEnd::kStopped;
+    RunDueEvents();
+    if (exit_.load(std::memory_order_acquire)) return RunEnd::kExit;
+    DeliverArrived();
+    if (exit_.load(std::memory_order_acquire)) return RunEnd::kExit;
+    if (started_loops_ < loops_.size()) {
+      StartNewLoops();
+      continue;
+    }
+    bool stopped = false;
+    const WaitResult r = port_->Wait(
+        dispatcher_->NextDeadline(), *this,
+        [&stopped](uint64_t cookie) { stopped |= cookie == kStopCookie; });
+    if (stopped) return RunEnd::kStopped;
+    if (r.idle) return RunEnd::kIdle;
+  }
+}
+
+void Driver::RunDueEvents() {
+  for (std::optional<MonotonicTime> next = dispatcher_->NextDeadline();
+       next.has_value() && *next <= clock_->Now() &&
+       !exit_.load(std::memory_order_relaxed);
+       next = dispatcher_->NextDeadline()) {
+    dispatcher_->RunDue(clock_->Now());
+  }
+}
+
+bool Driver::Refill(internal::Watcher& w) {
+  if (w.has_pending) return true;
+  if (w.stats.corrupt || !w.subscriber->HasNext()) return false;
+  switch (w.subscriber->Next(&w.pending)) {
+    case transport::ReceiveStatus::kOk:
+      w.has_pending = true;
+      return true;
+    case transport::ReceiveStatus::kCorrupt:
+      MarkCorrupt(w);
+      return false;
+    case transport::ReceiveStatus::kNothingNew:
+    case transport::ReceiveStatus::kMalformed:
+      return false;
+  }
+  return false;
+}
+
+void Driver::MarkCorrupt(internal::Watcher& w) {
+  // Error path: one unwatch (a syscall on uring_futex) and one line.
+  w.stats.corrupt = true;
+  w.has_pending = false;
+  w.subscriber->Release();
+  port_->Unwatch(CookieOf(&w));
+  ++corrupt_watchers_;
+  std::fprintf(stderr,
+               "tether: loop %s: channel %s is corrupt (its shared memory "
+               "failed a consistency check); stopped watching it, the rest of "
+               "the loop runs on. Remove %s and restart the stack's nodes on "
+               "it.\n",
+               w.loop->name().c_str(), w.channel->name().c_str(),
+               w.channel->path().c_str());
+}
+
+int Driver::DeliverArrived() {
+  int delivered = 0;
+  // Bounded: messages that keep arriving while we deliver wait for the next
+  // iteration, after the timers that came due meanwhile.
+  for (uint64_t budget = delivery_budget_; budget > 0; --budget) {
+    // Each watcher's next message, pinned; run the oldest, refill, repeat.
+    internal::Watcher* oldest = nullptr;
+    for (internal::Watcher* w : watchers_) {
+      if (!Refill(*w)) continue;
+      if (oldest == nullptr || w->pending.context.monotonic_send_ns <
+                                   oldest->pending.context.monotonic_send_ns) {
+        oldest = w;
+      }
+    }
+    if (oldest == nullptr) break;
+    oldest->has_pending = false;
+    oldest->loop->RunWatcherCallback(*oldest);
+    ++delivered;
+    if (exit_.load(std::memory_order_relaxed) || StopRequested()) break;
+  }
+  return delivered;
+}
+
+void Driver::BeginSleep() {
+  for (internal::Watcher* w : watchers_) {
+    if (!w->stats.corrupt) w->channel->wake().BeginSleep();
+  }
+}
+
+bool Driver::HasPendingWork() {
+  if (exit_.load(std::memory_order_relaxed) || StopRequested()) return true;
+  for (internal::Watcher* w : watchers_) {
+    if (w->stats.corrupt) continue;
+    if (w->has_pending || w->subscriber->HasNext()) return true;
+  }
+  return false;
+}
+
+void Driver::EndSleep() {
+  for (internal::Watcher* w : watchers_) {
+    if (!w->stats.corrupt) w->channel->wake().EndSleep();
+  }
+}
+
+}  // namespace tether::loop

@@ -1,0 +1,49 @@
+// loop: a watcher — a pinned subscriber on one channel and the callback that
+// runs for each of its messages. An EventLoop owns its watchers; the Driver
+// (driver.h) delivers them. Internal to loop/: applications see watchers only
+// through EventLoop::MakeWatcher() and WatcherStats.
+#ifndef TETHER_LOOP_WATCHER_H_
+#define TETHER_LOOP_WATCHER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "absl/functional/any_invocable.h"
+#include "transport/channel_handle.h"
+#include "transport/raw_endpoints.h"
+
+namespace tether::loop {
+
+class EventLoop;
+
+// Per-watcher counters (for stat tools and tests). Loop thread.
+struct WatcherStats {
+  uint64_t received = 0;
+  uint64_t missed = 0;     // lost before this watcher got to them
+  uint64_t malformed = 0;  // typed watchers: invalid bytes, skipped
+  // The channel's shared memory was found corrupt: the watcher stopped (it
+  // gets no more messages; the loop logged one line and runs on).
+  bool corrupt = false;
+};
+
+namespace internal {
+
+struct Watcher {
+  EventLoop* loop = nullptr;  // the loop whose callback context it runs in
+  transport::ChannelHandle* channel = nullptr;
+  std::unique_ptr<transport::RawSubscriber> subscriber;
+  absl::AnyInvocable<void(const transport::RawMessage&, WatcherStats&)> fn;
+  WatcherStats stats;
+  // The next message, taken (and pinned) but not yet delivered: the driver
+  // merges watchers by send time, so it holds one message per watcher.
+  transport::RawMessage pending;
+  bool has_pending = false;
+  // Position in the driver's list: ties in send time go to the earlier one.
+  size_t index = 0;
+};
+
+}  // namespace internal
+}  // namespace tether::loop
+
+#endif  // TETHER_LOOP_WATCHER_H_

@@ -1,0 +1,116 @@
+// shm: recovery from process death — reclaiming the registrations, loans,
+// pins and half-done sends of processes that died at any instruction (see
+// "Death at any instruction" in layout.h). Part of Channel.
+#include "shm/channel.h"
+#include "shm/layout.h"
+
+namespace tether::shm {
+
+using internal::PublisherEntry;
+using internal::ReaderEntry;
+using internal::SlotHeader;
+
+bool Channel::TakeOverDeadEntry(std::atomic<OwnerToken>& owner) {
+  OwnerToken token = owner.load(std::memory_order_acquire);
+  if (token == kNoOwner || TokenAlive(token)) return false;
+  return owner.compare_exchange_strong(token, self_token(),
+                                       std::memory_order_acq_rel);
+}
+
+void Channel::SweepPublisher(uint32_t index, SweepReport* report) {
+  PublisherEntry* e = publisher_entry(index);
+  if (!TakeOverDeadEntry(e->owner)) return;
+  ++report->dead_publishers;
+  const uint64_t n = params_.pool_size();
+  for (uint64_t s = 0; s < n; ++s) {
+    SlotHeader* sh = slot_header(s);
+    uint64_t state = sh->state.load(std::memory_order_seq_cst);
+    if (!internal::IsOwnedOrPending(state) ||
+        internal::StateOwner(state) != index) {
+      continue;
+    }
+    if (internal::IsPending(state)) {
+      // Did its ring CAS land? Then finish the send; else drop it.
+      uint64_t tail = header_->tail.load(std::memory_order_acquire);
+      // Reconstruct the full index from the 40-bit tag near tail.
+      uint64_t tag = state & internal::kTagMask;
+      // (the newest q <= tail with that tag; q == tail when it was placed
+      // but tail not yet bumped).
+      uint64_t q = tail - ((tail - tag) & internal::kTagMask);
+      uint64_t want = internal::MakeEntry(q, static_cast<uint32_t>(s));
+      if (ring_entry(q)->load(std::memory_order_acquire) == want) {
+        uint64_t expected_tail = q;
+        header_->tail.compare_exchange_strong(expected_tail, q + 1,
+                                              std::memory_order_acq_rel);
+        if (sh->state.compare_exchange_strong(state, q,
+                                              std::memory_order_seq_cst)) {
+          ++report->commits_finished;
+        }
+        continue;
+      }
+    }
+    if (sh->state.compare_exchange_strong(state, internal::kFree,
+                                          std::memory_order_seq_cst)) {
+      ++report->slots_freed;
+    }
+  }
+  e->messages_sent.store(0, std::memory_order_relaxed);
+  e->owner.store(kNoOwner, std::memory_order_release);
+}
+
+void Channel::SweepReader(uint32_t index, SweepReport* report) {
+  ReaderEntry* e = reader_entry(index);
+  if (!TakeOverDeadEntry(e->owner)) return;
+  ++report->dead_readers;
+  const uint64_t bit = uint64_t{1} << index;
+  for (uint64_t s = 0; s < params_.pool_size(); ++s) {
+    slot_header(s)->pinned_by.fetch_and(~bit, std::memory_order_release);
+  }
+  e->owner.store(kNoOwner, std::memory_order_release);
+}
+
+SweepReport Channel::Sweep() {
+  SweepReport report;
+  for (uint32_t i = 0; i < params_.max_publishers; ++i) SweepPublisher(i, &report);
+  for (uint32_t i = 0; i < params_.max_pinned; ++i) SweepReader(i, &report);
+  SweepOrphanedSlots(&report);
+  return report;
+}
+
+void Channel::SweepOrphanedSlots(SweepReport* report) {
+  // Slots evicted from the ring by a publisher that died before claiming
+  // them: committed (or initial) contents no ring entry names any more.
+  const uint64_t n = params_.pool_size();
+  for (uint64_t s = 0; s < n; ++s) {
+    SlotHeader* sh = slot_header(s);
+    uint64_t state = sh->state.load(std::memory_order_seq_cst);
+    uint64_t want;
+    if (internal::IsMessage(state)) {
+      want = internal::MakeEntry(state, static_cast<uint32_t>(s));
+      if (ring_entry(state)->load(std::memory_order_seq_cst) == want) continue;
+    } else if (state == internal::kEmpty) {
+      if (s >= params_.queue_depth) {
+        ++report->corrupt_entries;
+        continue;
+      }
+      want = internal::MakeEntry(s - uint64_t{params_.queue_depth},
+                                 static_cast<uint32_t>(s));
+      if (ring_entry(s)->load(std::memory_order_seq_cst) == want) continue;
+    } else {
+      if (internal::IsOwnedOrPending(state) &&
+          internal::StateOwner(state) >= params_.max_publishers) {
+        ++report->corrupt_entries;
+      }
+      continue;
+    }
+    // A committed message leaves the ring only by being replaced, and then
+    // never returns with the same index, so this check cannot go stale.
+    // The evicting publisher may be claiming it right now: one CAS wins.
+    if (sh->state.compare_exchange_strong(state, internal::kFree,
+                                          std::memory_order_seq_cst)) {
+      ++report->slots_freed;
+    }
+  }
+}
+
+}  // namespace tether::shm
