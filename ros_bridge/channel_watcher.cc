@@ -1,8 +1,5 @@
 #include "ros_bridge/channel_watcher.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cstdio>
 #include <utility>
 
@@ -13,23 +10,14 @@ namespace tether::ros_bridge {
 
 absl::StatusOr<transport::StackConfig> OneChannelStack(
     const ChannelShape& shape, const transport::SchemaRegistry& schemas) {
-  // The config loader reads files; an anonymous memory file keeps this one
-  // out of the file system.
   const std::string json = absl::StrFormat(
       "{\"channels\": [{\"name\": \"%s\", \"type\": \"0x%016x\", "
       "\"maxSize\": %u, \"queueDepth\": %u, \"maxPublishers\": %u, "
       "\"maxPinned\": %u, \"frequencyHz\": %.17g}]}\n",
       shape.name, shape.type_id, shape.max_size, shape.queue_depth,
       shape.max_publishers, shape.max_pinned, shape.frequency_hz);
-  const int fd = ::memfd_create("tether-ros-bridge-channel", MFD_CLOEXEC);
-  if (fd < 0) return absl::InternalError("memfd_create failed");
-  const bool written =
-      ::write(fd, json.data(), json.size()) == static_cast<ssize_t>(json.size());
-  absl::StatusOr<transport::StackConfig> stack =
-      written ? transport::LoadStackConfig(absl::StrCat("/proc/self/fd/", fd),
-                                           schemas.known_types())
-              : absl::InternalError("writing the channel config failed");
-  ::close(fd);
+  absl::StatusOr<transport::StackConfig> stack = transport::ParseStackConfig(
+      json, "<ros_bridge channel>", schemas.known_types());
   if (!stack.ok()) {
     return absl::Status(stack.status().code(),
                         absl::StrCat("channel ", shape.name, ": ",
@@ -40,27 +28,18 @@ absl::StatusOr<transport::StackConfig> OneChannelStack(
 
 absl::StatusOr<ChannelShape> ShapeOf(const shm::ChannelOptions& options,
                                      const std::string& name) {
-  absl::StatusOr<std::vector<transport::ChannelSummary>> all =
-      transport::ListChannels(options);
-  if (!all.ok()) return all.status();
-  for (const transport::ChannelSummary& s : *all) {
-    if (s.name != name) continue;
-    if (!s.error.empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("channel ", name, ": ", s.error));
-    }
-    ChannelShape shape;
-    shape.name = s.name;
-    shape.type_id = s.type_id;
-    shape.max_size = s.max_size;
-    shape.queue_depth = s.params.queue_depth;
-    shape.max_publishers = s.params.max_publishers;
-    shape.max_pinned = s.params.max_pinned;
-    shape.frequency_hz = s.frequency_hz;
-    return shape;
-  }
-  return absl::NotFoundError(absl::StrCat("no channel ", name, " in ",
-                                          options.root, "/", options.instance));
+  absl::StatusOr<std::unique_ptr<transport::ChannelHandle>> h =
+      transport::ChannelHandle::Open(options, name);
+  if (!h.ok()) return h.status();
+  ChannelShape shape;
+  shape.name = (*h)->name();
+  shape.type_id = (*h)->type_id();
+  shape.max_size = (*h)->max_size();
+  shape.queue_depth = (*h)->params().queue_depth;
+  shape.max_publishers = (*h)->params().max_publishers;
+  shape.max_pinned = (*h)->params().max_pinned;
+  shape.frequency_hz = (*h)->frequency_hz();
+  return shape;
 }
 
 absl::StatusOr<std::unique_ptr<ChannelWatcher>> ChannelWatcher::Start(
