@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -14,6 +15,7 @@ namespace tether::tools {
 std::span<const PackageBinary> PackageBinaries() {
   static constexpr PackageBinary kBinaries[] = {
       {"ros-bridge", "ros_bridge/ros_bridge", "//ros_bridge:ros_bridge"},
+      {"replay", "ros_bridge/ros_bag", "//ros_bridge:ros_bag", ".bag"},
   };
   return kBinaries;
 }
@@ -23,6 +25,14 @@ std::optional<int> MaybeExecPackageBinary(std::span<const std::string> args,
   if (args.empty()) return std::nullopt;
   for (const PackageBinary& b : PackageBinaries()) {
     if (args[0] != b.command) continue;
+    if (!b.argument_suffix.empty() &&
+        std::none_of(args.begin() + 1, args.end(), [&](const std::string& a) {
+          return a.size() >= b.argument_suffix.size() &&
+                 a.compare(a.size() - b.argument_suffix.size(),
+                           b.argument_suffix.size(), b.argument_suffix) == 0;
+        })) {
+      continue;
+    }
     std::error_code ec;
     const std::filesystem::path self =
         std::filesystem::read_symlink("/proc/self/exe", ec);

@@ -17,12 +17,16 @@ struct PackageBinary {
   std::string_view command;  // "ros-bridge"
   std::string_view path;     // under bazel-bin: "ros_bridge/ros_bridge"
   std::string_view target;   // to build it: "//ros_bridge:ros_bridge"
+  // Only when one of the arguments ends with this (`tether replay IN.bag`
+  // is a ROS bag's; other replays are not); empty: always.
+  std::string_view argument_suffix = {};
 };
 
 // The commands run this way.
 std::span<const PackageBinary> PackageBinaries();
 
-// If args[0] names a package command, execs its binary with args[1..]
+// If args[0] names a package command (and an argument has its suffix),
+// execs its binary with args[1..]
 // (never returns on success). If the binary is missing or exec fails,
 // prints what to build on `err` and returns the exit code. nullopt: not a
 // package command. Main thread only.

@@ -23,6 +23,8 @@ struct BagConnection {
   std::string definition;  // full message definition
   std::string callerid;    // the recording's publisher, if the bag has it
   bool latching = false;
+  uint32_t max_data_size = 0;  // the largest message on it (bytes)
+  uint64_t message_count = 0;
 };
 
 // One recorded message; `data` is the ROS serialization.
