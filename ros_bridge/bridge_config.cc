@@ -1,5 +1,6 @@
 #include "ros_bridge/bridge_config.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -204,6 +205,17 @@ absl::Status AddPrefixSpec(const std::string& spec, BridgeOptions* options) {
   }
   options->prefixes.push_back(std::move(p));
   return absl::OkStatus();
+}
+
+shm::ChannelOptions ChannelOptionsFromEnvironment() {
+  shm::ChannelOptions options;
+  if (const char* v = std::getenv("TETHER_ROOT"); v != nullptr && *v) {
+    options.root = v;
+  }
+  if (const char* v = std::getenv("TETHER_INSTANCE"); v != nullptr && *v) {
+    options.instance = v;
+  }
+  return options;
 }
 
 }  // namespace tether::ros_bridge

@@ -22,6 +22,11 @@ absl::Status AddPairSpec(const std::string& spec, BridgeOptions* options);
 // "ROS_PREFIX=TETHER_PREFIX[,dir=...]".
 absl::Status AddPrefixSpec(const std::string& spec, BridgeOptions* options);
 
+// Where a node finds its channels: $TETHER_ROOT and $TETHER_INSTANCE (the
+// launcher sets them), else the defaults. For main() only (reads the
+// environment).
+shm::ChannelOptions ChannelOptionsFromEnvironment();
+
 }  // namespace tether::ros_bridge
 
 #endif  // TETHER_ROS_BRIDGE_BRIDGE_CONFIG_H_

@@ -63,12 +63,7 @@ int Usage(const std::string& why) {
 int main(int argc, char** argv) {
   using namespace tether::ros_bridge;
   BridgeOptions options;
-  if (const char* v = std::getenv("TETHER_ROOT"); v != nullptr && *v) {
-    options.channels.root = v;
-  }
-  if (const char* v = std::getenv("TETHER_INSTANCE"); v != nullptr && *v) {
-    options.channels.instance = v;
-  }
+  options.channels = ChannelOptionsFromEnvironment();
   std::vector<std::string> args(argv + 1, argv + argc);
   std::vector<std::string> pairs, prefixes;
   std::string config;

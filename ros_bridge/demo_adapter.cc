@@ -13,6 +13,7 @@
 #include "examples/demo_schemas.h"
 #include "loop/signals.h"
 #include "loop/uring_event_loop.h"
+#include "ros_bridge/bridge_config.h"
 #include "ros_bridge/ros1msg/geometry_msgs.capnp.h"
 #include "ros_bridge/ros1msg/typed.h"
 #include "transport/channel_set.h"
@@ -41,11 +42,8 @@ int main(int argc, char** argv) {
       return Fail("usage: demo_adapter [--config=FILE]");
     }
   }
-  shm::ChannelOptions channel_options;
-  if (const char* v = std::getenv("TETHER_ROOT"); v != nullptr && *v) channel_options.root = v;
-  if (const char* v = std::getenv("TETHER_INSTANCE"); v != nullptr && *v) {
-    channel_options.instance = v;
-  }
+  const shm::ChannelOptions channel_options =
+      ros_bridge::ChannelOptionsFromEnvironment();
   auto signals = loop::StopSignals::Install();
   if (!signals.ok()) return Fail(std::string(signals.status().message()));
   transport::SchemaRegistry schemas;

@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "loop/signals.h"
 #include "ros_bridge/bag_replay.h"
+#include "ros_bridge/bridge_config.h"
 #include "ros_bridge/rosbag_reader.h"
 
 namespace {
@@ -54,10 +55,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (!args.empty() && args[0] == "replay") args.erase(args.begin());
   BagReplayOptions options;
-  if (const char* v = std::getenv("TETHER_ROOT"); v != nullptr && *v) options.channels.root = v;
-  if (const char* v = std::getenv("TETHER_INSTANCE"); v != nullptr && *v) {
-    options.channels.instance = v;
-  }
+  options.channels = ChannelOptionsFromEnvironment();
   std::string bag_path;
   bool info = false;
   for (size_t i = 0; i < args.size(); ++i) {

@@ -23,6 +23,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::Process;
+using testing::Hex;
 using testing::RosGraph;
 
 constexpr char kBlobType[] = "acme_msgs/Blob";
@@ -30,16 +31,6 @@ constexpr char kBlobMd5[] = "0123456789abcdef0123456789abcdef";
 constexpr char kBlobDefinition[] = "string name\nuint8[] blob\n";
 // name "bag", blob [1, 2, 3, 255]
 constexpr char kBlobHex[] = "0300000062616704000000010203ff";
-
-std::string Hex(std::span<const uint8_t> b) {
-  static const char* d = "0123456789abcdef";
-  std::string s;
-  for (uint8_t v : b) {
-    s.push_back(d[v >> 4]);
-    s.push_back(d[v & 15]);
-  }
-  return s;
-}
 
 // Runs a Python snippet with ROS's python (not pyenv's).
 int Python(const std::string& code) {

@@ -33,6 +33,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::Process;
+using testing::Hex;
 using testing::RosGraph;
 
 constexpr char kStringMd5[] = "992ce8a1687cec8c8bd883ec73ca41d1";
@@ -41,16 +42,6 @@ constexpr char kBlobType[] = "acme_msgs/Blob";
 constexpr char kBlobMd5[] = "0123456789abcdef0123456789abcdef";
 constexpr char kBlobDefinition[] =
     "string name\nuint8[] blob\nfloat64[2] v\n";
-
-std::string Hex(std::span<const uint8_t> b) {
-  static const char* d = "0123456789abcdef";
-  std::string s;
-  for (uint8_t v : b) {
-    s.push_back(d[v >> 4]);
-    s.push_back(d[v & 15]);
-  }
-  return s;
-}
 
 // name="hi", blob=[0, 255, 7], v=[1.5, -2]
 std::vector<uint8_t> BlobBytes() {

@@ -17,27 +17,13 @@
 
 #include "geometry_msgs/Twist.h"
 #include "ros/ros.h"
+#include "tests/ros_bridge/ros_test_env.h"
 #include "topic_tools/shape_shifter.h"
 
 namespace {
 
-std::vector<uint8_t> FromHex(const std::string& hex) {
-  std::vector<uint8_t> out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
-    out.push_back(static_cast<uint8_t>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-  }
-  return out;
-}
-
-std::string ToHex(const std::vector<uint8_t>& b) {
-  static const char* d = "0123456789abcdef";
-  std::string s;
-  for (uint8_t v : b) {
-    s.push_back(d[v >> 4]);
-    s.push_back(d[v & 15]);
-  }
-  return s;
-}
+using tether::ros_bridge::testing::FromHex;
+using tether::ros_bridge::testing::Hex;
 
 int received = 0;
 int wanted = 0;
@@ -51,7 +37,7 @@ void OnMessage(const ros::MessageEvent<topic_tools::ShapeShifter const>& e) {
   std::printf("callerid=%s latching=%s type=%s md5=%s hex=%s\n",
               e.getPublisherName().c_str(),
               header.count("latching") ? header["latching"].c_str() : "0",
-              m.getDataType().c_str(), m.getMD5Sum().c_str(), ToHex(b).c_str());
+              m.getDataType().c_str(), m.getMD5Sum().c_str(), Hex(b).c_str());
   std::fflush(stdout);
   if (++received >= wanted) ros::shutdown();
 }

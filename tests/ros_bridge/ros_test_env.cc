@@ -53,6 +53,24 @@ std::string Runfile(const std::string& path) {
   return std::string(srcdir) + "/" + workspace + "/" + path;
 }
 
+std::string Hex(std::span<const uint8_t> bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string s;
+  for (uint8_t v : bytes) {
+    s.push_back(digits[v >> 4]);
+    s.push_back(digits[v & 15]);
+  }
+  return s;
+}
+
+std::vector<uint8_t> FromHex(const std::string& hex) {
+  std::vector<uint8_t> out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out.push_back(static_cast<uint8_t>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  }
+  return out;
+}
+
 bool WaitFor(const std::function<bool()>& done,
              std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,10 @@ std::string TmpDir();
 std::string ReadFile(const std::string& path);
 // A path under the test's runfiles ("ros_bridge/ros_bridge").
 std::string Runfile(const std::string& path);
+
+// Lowercase hex of bytes, and back (pairs of hex digits).
+std::string Hex(std::span<const uint8_t> bytes);
+std::vector<uint8_t> FromHex(const std::string& hex);
 
 // Polls `done` every 20 ms for up to `timeout`.
 bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds timeout);
