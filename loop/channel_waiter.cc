@@ -23,21 +23,21 @@ absl::StatusOr<std::unique_ptr<ChannelWaiter>> ChannelWaiter::Create(
 }
 
 ChannelWaiter::~ChannelWaiter() {
-  for (transport::RawSubscriber* r : readers_) port_->Unwatch(CookieOf(r));
+  for (const Entry& e : readers_) port_->Unwatch(CookieOf(e.reader));
 }
 
 absl::Status ChannelWaiter::Add(transport::RawSubscriber* reader) {
-  if (absl::Status s =
-          port_->Watch(reader->channel()->wake().word(), CookieOf(reader));
-      !s.ok()) {
+  transport::WakeHandle wake = reader->channel()->MakeWakeHandle();
+  if (absl::Status s = port_->Watch(wake.word(), CookieOf(reader)); !s.ok()) {
     return s;
   }
-  readers_.push_back(reader);
+  readers_.push_back({reader, std::move(wake)});
   return absl::OkStatus();
 }
 
 void ChannelWaiter::Remove(transport::RawSubscriber* reader) {
-  auto it = std::find(readers_.begin(), readers_.end(), reader);
+  auto it = std::find_if(readers_.begin(), readers_.end(),
+                         [reader](const Entry& e) { return e.reader == reader; });
   if (it == readers_.end()) return;
   port_->Unwatch(CookieOf(reader));
   readers_.erase(it);
@@ -48,18 +48,18 @@ void ChannelWaiter::Wait(std::optional<MonotonicTime> deadline) {
 }
 
 void ChannelWaiter::BeginSleep() {
-  for (transport::RawSubscriber* r : readers_) r->channel()->wake().BeginSleep();
+  for (Entry& e : readers_) e.wake.BeginSleep();
 }
 
 bool ChannelWaiter::HasPendingWork() {
-  for (transport::RawSubscriber* r : readers_) {
-    if (r->HasNext()) return true;
+  for (const Entry& e : readers_) {
+    if (e.reader->HasNext()) return true;
   }
   return false;
 }
 
 void ChannelWaiter::EndSleep() {
-  for (transport::RawSubscriber* r : readers_) r->channel()->wake().EndSleep();
+  for (Entry& e : readers_) e.wake.EndSleep();
 }
 
 }  // namespace tether::loop

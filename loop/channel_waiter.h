@@ -15,6 +15,7 @@
 #include "loop/clock.h"
 #include "loop/wake_port.h"
 #include "transport/raw_endpoints.h"
+#include "transport/wake_handle.h"
 
 namespace tether::loop {
 
@@ -53,8 +54,12 @@ class ChannelWaiter final : private SleepHooks {
   bool HasPendingWork() override;
   void EndSleep() override;
 
+  struct Entry {
+    transport::RawSubscriber* reader;
+    transport::WakeHandle wake;
+  };
   std::unique_ptr<WakePort> port_;
-  std::vector<transport::RawSubscriber*> readers_;
+  std::vector<Entry> readers_;
 };
 
 }  // namespace tether::loop

@@ -50,7 +50,7 @@ void Driver::RemoveLoop(EventLoop* loop, bool unwatch) {
 }
 
 absl::Status Driver::AddWatcher(internal::Watcher* w) {
-  if (absl::Status s = port_->Watch(w->channel->wake().word(), CookieOf(w));
+  if (absl::Status s = port_->Watch(w->wake->word(), CookieOf(w));
       !s.ok()) {
     return s;
   }
@@ -178,7 +178,7 @@ int Driver::DeliverArrived() {
 
 void Driver::BeginSleep() {
   for (internal::Watcher* w : watchers_) {
-    if (!w->stats.corrupt) w->channel->wake().BeginSleep();
+    if (!w->stats.corrupt) w->wake->BeginSleep();
   }
 }
 
@@ -193,7 +193,7 @@ bool Driver::HasPendingWork() {
 
 void Driver::EndSleep() {
   for (internal::Watcher* w : watchers_) {
-    if (!w->stats.corrupt) w->channel->wake().EndSleep();
+    if (!w->stats.corrupt) w->wake->EndSleep();
   }
 }
 

@@ -94,6 +94,7 @@ absl::Status EventLoop::AddWatcher(
                                      name_, ": ", sub.status().message()));
   }
   w->subscriber = std::move(*sub);
+  w->wake.emplace(channel->MakeWakeHandle());
   w->fn = std::move(fn);
   if (absl::Status s = driver_->AddWatcher(w.get()); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("watcher on ", channel->name(),

@@ -8,10 +8,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "absl/functional/any_invocable.h"
 #include "transport/channel_handle.h"
 #include "transport/raw_endpoints.h"
+#include "transport/wake_handle.h"
 
 namespace tether::loop {
 
@@ -33,6 +35,8 @@ struct Watcher {
   EventLoop* loop = nullptr;  // the loop whose callback context it runs in
   transport::ChannelHandle* channel = nullptr;
   std::unique_ptr<transport::RawSubscriber> subscriber;
+  // Its registration as a sleeper on the channel (set when it is added).
+  std::optional<transport::WakeHandle> wake;
   absl::AnyInvocable<void(const transport::RawMessage&, WatcherStats&)> fn;
   WatcherStats stats;
   // The next message, taken (and pinned) but not yet delivered: the driver

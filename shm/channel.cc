@@ -7,15 +7,20 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sys/statvfs.h>
+
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "shm/futex.h"
 #include "shm/layout.h"
+#include "shm/mapping_guard.h"
 
 namespace tether::shm {
 namespace {
@@ -24,9 +29,36 @@ using internal::ChannelHeader;
 using internal::Layout;
 using internal::PublisherEntry;
 using internal::ReaderEntry;
+using internal::SleeperEntry;
 using internal::SlotHeader;
 
 constexpr std::string_view kTmpMarker = ".tmp.";
+
+std::string HumanBytes(uint64_t n) {
+  if (n >= (uint64_t{1} << 30)) return absl::StrFormat("%.1f GiB", n / 1073741824.0);
+  if (n >= (uint64_t{1} << 20)) return absl::StrFormat("%.1f MiB", n / 1048576.0);
+  if (n >= (uint64_t{1} << 10)) return absl::StrFormat("%.1f KiB", n / 1024.0);
+  return absl::StrFormat("%u B", n);
+}
+
+// Why a channel of `bytes` does not fit in the filesystem of `dir`, and
+// what to do about it.
+absl::Status NoSpaceStatus(const std::string& name, const std::string& dir,
+                           uint64_t bytes) {
+  struct statvfs fs;
+  std::string free_text = "an unknown amount";
+  std::string size_text;
+  if (::statvfs(dir.c_str(), &fs) == 0) {
+    free_text = HumanBytes(uint64_t{fs.f_bavail} * fs.f_frsize);
+    size_text = absl::StrCat(" of ", HumanBytes(uint64_t{fs.f_blocks} * fs.f_frsize));
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "channel ", name, " needs ", HumanBytes(bytes), " (", bytes,
+      " bytes) of shared memory in ", dir, " but only ", free_text, size_text,
+      " is free there: free space (tether clean, remove old instances), shrink "
+      "the channel (maxSize x queueDepth), or give the filesystem more room "
+      "(mount -o remount,size=2G /dev/shm; Docker: docker run --shm-size=2g)"));
+}
 
 std::string Escape(std::string_view name) {
   std::string out;
@@ -121,7 +153,8 @@ void Initialise(std::byte* base, const QueueParams& p,
   h->created_realtime_ns = RealtimeNs();
   h->tail.store(0, std::memory_order_relaxed);
   h->wake_word.store(0, std::memory_order_relaxed);
-  h->sleepers.store(0, std::memory_order_relaxed);
+  h->sleeper_mask.store(0, std::memory_order_relaxed);
+  h->anonymous_sleepers.store(0, std::memory_order_relaxed);
   if (!metadata.empty()) {
     std::memcpy(base + l.metadata, metadata.data(), metadata.size());
   }
@@ -130,6 +163,9 @@ void Initialise(std::byte* base, const QueueParams& p,
   }
   for (uint32_t i = 0; i < p.max_pinned; ++i) {
     new (base + l.readers + i * sizeof(ReaderEntry)) ReaderEntry{};
+  }
+  for (uint32_t i = 0; i < internal::kMaxSleepers; ++i) {
+    new (base + l.sleepers + i * sizeof(SleeperEntry)) SleeperEntry{};
   }
   auto* ring = reinterpret_cast<std::atomic<uint64_t>*>(base + l.ring);
   for (uint32_t i = 0; i < p.queue_depth; ++i) {
@@ -180,6 +216,14 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::OpenOrCreate(
       return ErrnoStatus(errno, absl::StrCat("cannot open channel ", path));
     }
     if (absl::Status s = MakeDirs(dir, options.mode); !s.ok()) return s;
+    // Refuse up front what cannot fit: reserving it page by page would fill
+    // the filesystem (and RAM, on tmpfs) before failing.
+    const uint64_t needed = Layout::For(params, metadata.size()).total;
+    struct statvfs fs;
+    if (::statvfs(dir.c_str(), &fs) == 0 &&
+        needed > uint64_t{fs.f_bavail} * fs.f_frsize) {
+      return NoSpaceStatus(name_str, dir, needed);
+    }
     // Build under a private name, then link into place: the link is the
     // atomic "initialised" step, so exactly one creator wins.
     static std::atomic<uint32_t> counter{0};
@@ -205,9 +249,27 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::OpenOrCreate(
     }
     Layout l = Layout::For(params, metadata.size());
     if (::ftruncate(tfd, l.total) != 0) {
+      if (errno == EFBIG || errno == ENOSPC) {
+        return fail(NoSpaceStatus(name_str, dir, l.total));
+      }
       return fail(ErrnoStatus(
           errno, absl::StrCat("cannot size channel ", name_str, " to ", l.total,
                               " bytes")));
+    }
+    // Reserve every page now, before the file is linked into place: a full
+    // filesystem fails here, with a message, never as a SIGBUS at a later
+    // page fault in a running node.
+    if (int err = ::posix_fallocate(tfd, 0, static_cast<off_t>(l.total));
+        err != 0) {
+      if (err == ENOSPC || err == EFBIG || err == ENOMEM) {
+        return fail(NoSpaceStatus(name_str, dir, l.total));
+      }
+      if (err != EOPNOTSUPP && err != EINVAL) {
+        return fail(ErrnoStatus(err, absl::StrCat("cannot reserve ", l.total,
+                                                  " bytes for channel ",
+                                                  name_str)));
+      }
+      // A filesystem that cannot reserve (rare for shm roots): go on sparse.
     }
     void* m = ::mmap(nullptr, l.total, PROT_READ | PROT_WRITE, MAP_SHARED,
                      tfd, 0);
@@ -350,6 +412,7 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Map(
     return ErrnoStatus(map_errno, absl::StrCat("cannot map ", path));
   }
   std::unique_ptr<Channel> c(new Channel());
+  c->guard_ = internal::RegisterMapping(m, l.total);
   c->name_ = std::move(name);
   c->path_ = std::move(path);
   c->params_ = found;
@@ -360,6 +423,7 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Map(
                                             h.metadata_size);
   c->publishers_offset_ = l.publishers;
   c->readers_offset_ = l.readers;
+  c->sleepers_offset_ = l.sleepers;
   c->ring_offset_ = l.ring;
   c->slot_headers_offset_ = l.slot_headers;
   c->payloads_offset_ = l.payloads;
@@ -386,7 +450,9 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Map(
         " bytes): raise RLIMIT_MEMLOCK in /etc/security/limits.conf or "
         "grant CAP_IPC_LOCK"));
   }
-  c->Sweep();
+  // A corrupt channel opens (tools must be able to report it), but the
+  // handle is corrupt from the start and says why, and it is not swept.
+  if (c->CheckConsistency().ok()) c->Sweep();
   return c;
 }
 
@@ -400,7 +466,66 @@ OwnerToken Channel::self_token() {
 }
 
 Channel::~Channel() {
+  if (guard_ >= 0) internal::UnregisterMapping(guard_);
   if (base_ != nullptr) ::munmap(base_, size_);
+}
+
+uint64_t Channel::FileSizeFor(const QueueParams& params,
+                              uint32_t metadata_size) {
+  return Layout::For(params, metadata_size).total;
+}
+
+bool Channel::corrupt() const {
+  if (corrupt_state_.load(std::memory_order_acquire) != 0) return true;
+  if (internal::MappingDamaged(guard_)) {
+    ReportCorruption(
+        "the channel file was truncated (or shrank) under this process: the "
+        "access at this offset of the mapping raised SIGBUS",
+        internal::DamageOffset(guard_));
+    return true;
+  }
+  return false;
+}
+
+std::string_view Channel::corruption() const {
+  if (corrupt_state_.load(std::memory_order_acquire) != 2) return {};
+  return corruption_;
+}
+
+void Channel::ReportCorruption(const char* what, uint64_t a,
+                               uint64_t b) const {
+  int expected = 0;
+  if (!corrupt_state_.compare_exchange_strong(expected, 1,
+                                              std::memory_order_acq_rel)) {
+    return;  // the first finding stays
+  }
+  // No allocation: a fixed buffer and a hand-rolled decimal writer.
+  size_t n = 0;
+  const size_t cap = sizeof(corruption_) - 1;
+  auto put = [&](const char* text) {
+    while (*text != '\0' && n < cap) corruption_[n++] = *text++;
+  };
+  auto put_number = [&](uint64_t v) {
+    char digits[21];
+    int d = 0;
+    do {
+      digits[d++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v != 0);
+    while (d > 0 && n < cap) corruption_[n++] = digits[--d];
+  };
+  put(what);
+  if (a != kNone) {
+    put(" (");
+    put_number(a);
+    if (b != kNone) {
+      put(", ");
+      put_number(b);
+    }
+    put(")");
+  }
+  corruption_[n] = '\0';
+  corrupt_state_.store(2, std::memory_order_release);
 }
 
 internal::PublisherEntry* Channel::publisher_entry(uint32_t i) const {
@@ -411,6 +536,11 @@ internal::PublisherEntry* Channel::publisher_entry(uint32_t i) const {
 internal::ReaderEntry* Channel::reader_entry(uint32_t i) const {
   return reinterpret_cast<ReaderEntry*>(base_ + readers_offset_ +
                                         uint64_t{i} * sizeof(ReaderEntry));
+}
+
+internal::SleeperEntry* Channel::sleeper_entry(uint32_t i) const {
+  return reinterpret_cast<SleeperEntry*>(base_ + sleepers_offset_ +
+                                         uint64_t{i} * sizeof(SleeperEntry));
 }
 
 std::atomic<uint64_t>* Channel::ring_entry(uint64_t queue_index) const {
@@ -435,14 +565,73 @@ uint32_t Channel::LoadWakeWord() const {
   return header_->wake_word.load(std::memory_order_acquire);
 }
 
-void Channel::BeginSleep() {
-  header_->sleepers.fetch_add(1, std::memory_order_seq_cst);
+Sleeper Channel::RegisterSleeper() {
+  const OwnerToken token = self_token();
+  for (int round = 0; round < 2; ++round) {
+    for (uint32_t i = 0; i < internal::kMaxSleepers; ++i) {
+      OwnerToken expected = kNoOwner;
+      if (sleeper_entry(i)->owner.compare_exchange_strong(
+              expected, token, std::memory_order_acq_rel)) {
+        // A bit left set by whoever held the entry is theirs to clear (the
+        // sweep does before freeing it), so it is clear now.
+        return Sleeper(this, static_cast<int>(i));
+      }
+    }
+    Sweep();  // dead waiters may hold entries
+  }
+  return Sleeper(this, -1);
 }
 
-void Channel::EndSleep() {
-  // A corrupt or crash-inflated count must not wrap below zero.
-  uint32_t v = header_->sleepers.load(std::memory_order_relaxed);
-  while (v != 0 && !header_->sleepers.compare_exchange_weak(
+Sleeper::Sleeper(Sleeper&& other) noexcept
+    : channel_(other.channel_),
+      index_(other.index_),
+      asleep_(other.asleep_) {
+  other.channel_ = nullptr;
+}
+
+Sleeper& Sleeper::operator=(Sleeper&& other) noexcept {
+  if (this != &other) {
+    Release();
+    channel_ = std::exchange(other.channel_, nullptr);
+    index_ = other.index_;
+    asleep_ = other.asleep_;
+  }
+  return *this;
+}
+
+Sleeper::~Sleeper() { Release(); }
+
+void Sleeper::Release() {
+  if (channel_ == nullptr) return;
+  if (asleep_) EndSleep();
+  if (index_ >= 0) {
+    channel_->sleeper_entry(static_cast<uint32_t>(index_))
+        ->owner.store(kNoOwner, std::memory_order_release);
+  }
+  channel_ = nullptr;
+}
+
+void Sleeper::BeginSleep() {
+  internal::ChannelHeader* h = channel_->header_;
+  asleep_ = true;
+  if (index_ >= 0) {
+    h->sleeper_mask.fetch_or(uint64_t{1} << index_, std::memory_order_seq_cst);
+  } else {
+    h->anonymous_sleepers.fetch_add(1, std::memory_order_seq_cst);
+  }
+}
+
+void Sleeper::EndSleep() {
+  internal::ChannelHeader* h = channel_->header_;
+  asleep_ = false;
+  if (index_ >= 0) {
+    h->sleeper_mask.fetch_and(~(uint64_t{1} << index_),
+                              std::memory_order_seq_cst);
+    return;
+  }
+  // A corrupt count must not wrap below zero.
+  uint32_t v = h->anonymous_sleepers.load(std::memory_order_relaxed);
+  while (v != 0 && !h->anonymous_sleepers.compare_exchange_weak(
                        v, v - 1, std::memory_order_seq_cst)) {
   }
 }
@@ -465,7 +654,18 @@ ChannelStats Channel::Stats() const {
       ++s.pinning_readers;
     }
   }
-  s.sleepers = header_->sleepers.load(std::memory_order_relaxed);
+  for (uint32_t i = 0; i < internal::kMaxSleepers; ++i) {
+    if (sleeper_entry(i)->owner.load(std::memory_order_relaxed) != kNoOwner) {
+      ++s.registered_sleepers;
+    }
+  }
+  for (uint32_t i = 0; i < params_.max_publishers; ++i) {
+    s.send_failures +=
+        publisher_entry(i)->send_failures.load(std::memory_order_relaxed);
+  }
+  s.sleepers = static_cast<uint32_t>(std::popcount(
+                   header_->sleeper_mask.load(std::memory_order_relaxed))) +
+               header_->anonymous_sleepers.load(std::memory_order_relaxed);
   s.file_size = size_;
   return s;
 }

@@ -29,6 +29,7 @@ struct ChannelHeader;
 struct PublisherEntry;
 struct ReaderEntry;
 struct SlotHeader;
+struct SleeperEntry;
 struct ChannelAccess;
 }  // namespace internal
 
@@ -55,6 +56,7 @@ struct SweepReport {
   int slots_freed = 0;
   int commits_finished = 0;  // half-done sends of dead publishers completed
   int corrupt_entries = 0;   // values out of range (left alone, reported)
+  int dead_sleepers = 0;     // sleepers that died asleep (their bit cleared)
 };
 
 // Counters for tools (list/stat). A snapshot; values move while read.
@@ -62,8 +64,43 @@ struct ChannelStats {
   uint64_t next_queue_index = 0;  // messages committed so far
   int publishers = 0;             // registered (alive or not yet swept)
   int pinning_readers = 0;
-  uint32_t sleepers = 0;
+  int registered_sleepers = 0;    // waiters registered in the channel
+  uint32_t sleepers = 0;          // waiters asleep now
+  uint64_t send_failures = 0;     // of the registered publishers
   uint64_t file_size = 0;
+};
+
+class Channel;
+
+// One waiter's registration as a sleeper on a channel: the bracket around a
+// blocking wait on the channel's wake word (layout.h, "Wake"). Made by
+// Channel::RegisterSleeper(); move-only; releases its registry entry when
+// destroyed. The Channel must outlive it. One thread at a time.
+class Sleeper {
+ public:
+  Sleeper(Sleeper&& other) noexcept;
+  Sleeper& operator=(Sleeper&& other) noexcept;
+  Sleeper(const Sleeper&) = delete;
+  Sleeper& operator=(const Sleeper&) = delete;
+  ~Sleeper();
+
+  // A waiter calls BeginSleep(), then reads the wake word, then re-checks
+  // its readers, then waits on the value read; EndSleep() after waking.
+  // Between the two, publishers make the FUTEX_WAKE syscall; outside, they
+  // skip it. RT-safe: one seq_cst atomic RMW each.
+  void BeginSleep();
+  void EndSleep();
+  // True when the registry was full and this sleeper counts anonymously
+  // (not reclaimed if its process dies asleep).
+  bool anonymous() const { return index_ < 0; }
+
+ private:
+  friend class Channel;
+  Sleeper(Channel* channel, int index) : channel_(channel), index_(index) {}
+  void Release();
+  Channel* channel_;
+  int index_;  // registry entry, or -1: anonymous
+  bool asleep_ = false;
 };
 
 // A mapped channel. Not copyable or movable; owned by a unique_ptr. Publishers
@@ -106,10 +143,42 @@ class Channel {
   Channel& operator=(const Channel&) = delete;
   ~Channel();
 
+  // The size of a channel file with `params` and `metadata_size` bytes of
+  // metadata (what creating it reserves). Any thread; RT-safe.
+  static uint64_t FileSizeFor(const QueueParams& params,
+                              uint32_t metadata_size);
+
   const std::string& name() const { return name_; }
   const std::string& path() const { return path_; }
   const QueueParams& params() const { return params_; }
   std::span<const std::byte> metadata() const { return metadata_; }
+
+  // --- corruption (sticky, per handle) -------------------------------------
+  // True once an operation on this handle found the channel's memory
+  // inconsistent (a bad ring entry, tail, slot state or size, a loan taken
+  // away) or the file was truncated under this process (mapping_guard.h).
+  // From then on Send reports kCorrupt, Next/Latest report kCorrupt and
+  // HasNext is true (so a waiting loop looks, sees kCorrupt and stops).
+  // Any thread; RT-safe.
+  bool corrupt() const;
+  // The first finding: what was wrong and where, e.g. "ring entry 5 (queue
+  // index 4101) has tag 12, which fits no queue index there". Empty while
+  // not corrupt. Any thread; valid while the Channel lives.
+  std::string_view corruption() const;
+  // Records a finding (the first one wins) and makes the handle corrupt.
+  // `what` is text; `a` and `b`, unless kNone, are appended as " (a, b)".
+  // RT-safe: no allocation (fixed buffer). Any thread.
+  static constexpr uint64_t kNone = ~uint64_t{0};
+  void ReportCorruption(const char* what, uint64_t a = kNone,
+                        uint64_t b = kNone) const;
+
+  // Checks the whole shared structure once: header, tail against the ring,
+  // every ring entry's tag and slot, every slot's state, size and owner,
+  // registries (O(depth + pool + registries)). OK, or DataLoss saying what
+  // is wrong and where (and the handle becomes corrupt). Tools run it when
+  // they open a channel; opening runs it too. Tolerates live publishers
+  // and readers. Not RT-safe (O(file)); any thread. Defined in audit.cc.
+  absl::Status CheckConsistency() const;
 
   // Reclaims registrations, loans and pins of dead processes and finishes
   // or discards their half-done sends (see layout.h). Lock-free; safe with
@@ -127,12 +196,12 @@ class Channel {
   std::atomic<uint32_t>* wake_word() const;
   // Current value of the wake word (acquire). RT-safe.
   uint32_t LoadWakeWord() const;
-  // Brackets a blocking wait on wake_word(): a waiter calls BeginSleep(),
-  // then reads the wake word, then re-checks its readers, then waits on the
-  // value read; EndSleep() after waking. Between the two, publishers make
-  // the FUTEX_WAKE syscall; outside, they skip it. RT-safe, seq_cst.
-  void BeginSleep();
-  void EndSleep();
+  // Registers a waiter (one per loop or tool that sleeps on this channel):
+  // an entry of the channel's sleeper registry, so that a waiter that dies
+  // asleep is swept like any dead owner. When all 64 entries are taken
+  // (after a sweep), the sleeper counts anonymously instead (see Sleeper).
+  // Setup: not RT-safe (may sweep, reads /proc). Any thread.
+  Sleeper RegisterSleeper();
   // Wakes every waiter now (e.g. to stop a loop). RT-safe, one syscall.
   void WakeAll();
 
@@ -151,6 +220,7 @@ class Channel {
   internal::ChannelHeader* header() const { return header_; }
   internal::PublisherEntry* publisher_entry(uint32_t i) const;
   internal::ReaderEntry* reader_entry(uint32_t i) const;
+  internal::SleeperEntry* sleeper_entry(uint32_t i) const;
   std::atomic<uint64_t>* ring_entry(uint64_t queue_index) const;
   internal::SlotHeader* slot_header(uint64_t slot) const;
   std::byte* payload(uint64_t slot) const;
@@ -173,6 +243,8 @@ class Channel {
   bool TakeOverDeadEntry(std::atomic<OwnerToken>& owner);
   void SweepPublisher(uint32_t index, SweepReport* report);
   void SweepReader(uint32_t index, SweepReport* report);
+  void SweepSleeper(uint32_t index, SweepReport* report);
+  friend class Sleeper;
   void SweepOrphanedSlots(SweepReport* report);
 
   std::string name_;
@@ -184,6 +256,7 @@ class Channel {
   internal::ChannelHeader* header_ = nullptr;
   uint64_t publishers_offset_ = 0;
   uint64_t readers_offset_ = 0;
+  uint64_t sleepers_offset_ = 0;
   uint64_t ring_offset_ = 0;
   uint64_t slot_headers_offset_ = 0;
   uint64_t payloads_offset_ = 0;
@@ -192,6 +265,11 @@ class Channel {
   OwnerToken self_token_ = kNoOwner;
   // The pid self_token_ was computed in; differs in a forked child.
   pid_t token_pid_ = 0;
+  // mapping_guard.h entry of the mapping (-1: unguarded).
+  int guard_ = -1;
+  // Corruption, sticky: 0 clean, 1 being recorded, 2 recorded.
+  mutable std::atomic<int> corrupt_state_{0};
+  mutable char corruption_[240] = {};
 };
 
 }  // namespace tether::shm

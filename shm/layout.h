@@ -6,10 +6,11 @@
 // File layout (every part starts on a 64-byte cache line)
 //
 //   ChannelHeader          magic, version, params, hash, sizes, tail,
-//                          wake word (own line), sleepers (own line)
+//                          wake word (own line), sleeper mask (own line)
 //   metadata               bytes given by the creator (transport: type info)
 //   PublisherEntry[P]      publisher registry, one line each
 //   ReaderEntry[K]         pinning-reader registry, one line each
+//   SleeperEntry[64]       sleeper registry (owner tokens), 8 a line
 //   ring: atomic<u64>[D]   D = queue_depth (a power of two)
 //   SlotHeader[N]          N = D + P + K, one line each
 //   payload[N]             slot_size rounded up to 64 bytes each
@@ -47,7 +48,8 @@
 //   3. CAS ring[q] e -> (q, S) (seq_cst). Fails: retry from 1.
 //   4. CAS tail q -> q+1 (anyone may have done it).
 //   5. CAS S.state Pending(i, q) -> q (a sweeper may have done it).
-//   6. wake_word += 1 (seq_cst); if sleepers (seq_cst) != 0: FUTEX_WAKE.
+//   6. wake_word += 1 (seq_cst); if sleeper_mask or anonymous_sleepers
+//      (seq_cst) != 0: FUTEX_WAKE.
 //   7. Claim the evicted slot E = slot(e) for the next loan:
 //      CAS E.state (message q - D, or kEmpty) -> Owned(i) (seq_cst), then
 //      load E.pinned_by (seq_cst). Pinned: E.state = kFree (its reader will
@@ -74,16 +76,22 @@
 //                     count every index skipped as missed (exact).
 //   anything else     corrupt.
 //
-// Wake (no lost wakeups): a reader about to sleep does sleepers += 1
-// (seq_cst), reads wake_word, re-checks the ring, then waits on the value
-// read. A publisher commits, bumps wake_word (seq_cst) and then reads
-// sleepers (seq_cst). If the publisher saw sleepers == 0, its bump precedes
-// the reader's increment in the total order, so the reader's re-check sees
-// the message. "Nobody is waiting" means no loop is inside (or about to
-// enter) its blocking wait: a loop keeps io_uring waits armed all the time
-// but counts itself as a sleeper only around the blocking io_uring_enter, so
-// busy subscribers cost publishers no syscall. A stale armed wait is
-// harmless: its next completion is a spurious wake that the loop re-checks.
+// Wake (no lost wakeups): a waiter registers once (setup) in the sleeper
+// registry and owns bit k of sleeper_mask (or, when all 64 entries are
+// taken, counts in anonymous_sleepers instead). About to sleep it sets its
+// bit (fetch_or, seq_cst), reads wake_word, re-checks the ring, then waits
+// on the value read; after waking it clears the bit (fetch_and). A
+// publisher commits, bumps wake_word (seq_cst) and then reads sleeper_mask
+// and anonymous_sleepers (seq_cst, one cache line). If it saw both zero,
+// its bump precedes the waiter's announcement in the total order, so the
+// waiter's re-check sees the message. "Nobody is waiting" means no loop is
+// inside (or about to enter) its blocking wait: a loop keeps io_uring waits
+// armed all the time but announces itself only around the blocking
+// io_uring_enter, so busy subscribers cost publishers no syscall. A stale
+// armed wait is harmless: its next completion is a spurious wake that the
+// loop re-checks. A sleeper's bit belongs to its registry entry, so a
+// waiter that dies asleep is swept like any dead owner: its bit is cleared
+// and publishers go back to making no wake syscall.
 //
 // Death at any instruction (recovery by Channel::Sweep, run on every open
 // and on demand):
@@ -97,13 +105,22 @@
 //   - A slot evicted by a publisher that died before step 7 is a committed
 //     message (or kEmpty) no ring entry names any more: -> kFree.
 //   - Dead pinning reader k: clear bit k in every slot's pinned_by.
-//   - A dead sleeper leaves `sleepers` too high: publishers then make a
-//     wake syscall they could have skipped; nothing is lost or blocked.
+//   - Dead sleeper k: clear bit k of sleeper_mask. (An anonymous sleeper,
+//     registered when the registry was full, cannot be attributed: if it
+//     dies asleep, publishers keep making a wake syscall they could skip
+//     until the channel is re-created; nothing is lost or blocked.)
 //
-// Hostile memory: every slot index, size, tag and tail read from shared
-// memory is checked against this process's own copy of the params (never
-// re-read from the file) before use; loops are bounded; a violation is
-// reported as corruption to the caller.
+// Hostile memory: every slot index, size, tag, state and tail read from
+// shared memory is checked against this process's own copy of the params
+// (never re-read from the file) before use; loops are bounded; a violation
+// is reported as corruption to the caller, and the Channel handle stays
+// corrupt from then on (every later operation says so, with the first
+// finding: what and where). Impossible states count as corruption, never as
+// loss: a ring entry naming a slot whose state is an *older* message, the
+// initial kEmpty, or an owner beyond max_publishers. A file that shrinks
+// under a live process cannot SIGBUS it (mapping_guard.h). Space for the
+// whole file is reserved (fallocate) before the file is linked into place,
+// so a full filesystem fails at creation, never at a later page fault.
 // ============================================================================
 #ifndef TETHER_SHM_LAYOUT_H_
 #define TETHER_SHM_LAYOUT_H_
@@ -119,7 +136,7 @@
 namespace tether::shm::internal {
 
 inline constexpr uint64_t kMagic = 0x48435245'48544554ull;  // "TETHERCH"
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;
 inline constexpr size_t kCacheLine = 64;
 inline constexpr uint32_t kMaxMetadataSize = 1u << 20;
 
@@ -171,6 +188,20 @@ inline bool HoldsMessage(uint64_t state, uint64_t q) {
   return state == q || (IsPending(state) && (state & kTagMask) == Tag(q));
 }
 
+// A slot named by the ring entry for message q is not in a state holding q.
+// Either it was reused after the entry was read (the message is gone), or
+// it is in a state no protocol step can leave it in then: an *older*
+// message, the initial kEmpty, an owner beyond the publisher registry, or
+// bits that make no state. True for the latter: corruption, not loss.
+inline bool ImpossibleAfterEntry(uint64_t state, uint64_t q,
+                                 uint32_t max_publishers) {
+  if (IsMessage(state)) return state < q;
+  if (state == kFree) return false;
+  if (state == kEmpty) return true;
+  if ((state & kOwnedBit) == 0) return true;
+  return StateOwner(state) >= max_publishers;
+}
+
 // --- shared structs -------------------------------------------------------------
 struct alignas(kCacheLine) ChannelHeader {
   uint64_t magic;
@@ -189,13 +220,24 @@ struct alignas(kCacheLine) ChannelHeader {
   alignas(kCacheLine) std::atomic<uint64_t> tail;
   // The futex word readers sleep on; bumped after every commit.
   alignas(kCacheLine) std::atomic<uint32_t> wake_word;
-  // Loops inside (or entering) a blocking wait on this channel.
-  alignas(kCacheLine) std::atomic<uint32_t> sleepers;
+  // Bit k: registered sleeper k is inside (or entering) a blocking wait.
+  alignas(kCacheLine) std::atomic<uint64_t> sleeper_mask;
+  // Sleepers that found the registry full, inside a blocking wait.
+  std::atomic<uint32_t> anonymous_sleepers;
+};
+
+// Registered waiters (one per watched channel per loop or tool).
+inline constexpr uint32_t kMaxSleepers = 64;
+struct SleeperEntry {
+  std::atomic<OwnerToken> owner;
 };
 
 struct alignas(kCacheLine) PublisherEntry {
   std::atomic<OwnerToken> owner;
   std::atomic<uint64_t> messages_sent;
+  // Sends that failed (too large, no loan, corrupt): visible to tools, so a
+  // publisher's failures are never silent.
+  std::atomic<uint64_t> send_failures;
 };
 
 struct alignas(kCacheLine) ReaderEntry {
@@ -220,6 +262,8 @@ static_assert(std::is_standard_layout_v<ChannelHeader>);
 static_assert(std::is_standard_layout_v<PublisherEntry>);
 static_assert(std::is_standard_layout_v<ReaderEntry>);
 static_assert(std::is_standard_layout_v<SlotHeader>);
+static_assert(std::is_standard_layout_v<SleeperEntry>);
+static_assert(sizeof(SleeperEntry) == 8);
 static_assert(sizeof(SlotHeader) == kCacheLine);
 static_assert(sizeof(PublisherEntry) == kCacheLine);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
@@ -234,6 +278,7 @@ struct Layout {
   uint64_t metadata = 0;
   uint64_t publishers = 0;
   uint64_t readers = 0;
+  uint64_t sleepers = 0;
   uint64_t ring = 0;
   uint64_t slot_headers = 0;
   uint64_t payloads = 0;
@@ -245,7 +290,8 @@ struct Layout {
     l.metadata = RoundUp(sizeof(ChannelHeader), kCacheLine);
     l.publishers = l.metadata + RoundUp(metadata_size, kCacheLine);
     l.readers = l.publishers + uint64_t{p.max_publishers} * sizeof(PublisherEntry);
-    l.ring = l.readers + uint64_t{p.max_pinned} * sizeof(ReaderEntry);
+    l.sleepers = l.readers + uint64_t{p.max_pinned} * sizeof(ReaderEntry);
+    l.ring = l.sleepers + RoundUp(kMaxSleepers * sizeof(SleeperEntry), kCacheLine);
     l.slot_headers = l.ring + RoundUp(uint64_t{p.queue_depth} * 8, kCacheLine);
     l.payloads = l.slot_headers + p.pool_size() * sizeof(SlotHeader);
     l.payload_stride = RoundUp(p.slot_size, kCacheLine);

@@ -10,6 +10,7 @@
 namespace tether::shm {
 namespace {
 
+using internal::PublisherEntry;
 using internal::SlotHeader;
 
 uint64_t ClockNs(clockid_t clock) {
@@ -44,6 +45,9 @@ absl::StatusOr<std::unique_ptr<Publisher>> Publisher::Create(Channel* channel) {
               expected, token, std::memory_order_acq_rel)) {
         continue;
       }
+      PublisherEntry* e = channel->publisher_entry(i);
+      e->messages_sent.store(0, std::memory_order_relaxed);
+      e->send_failures.store(0, std::memory_order_relaxed);
       std::unique_ptr<Publisher> pub(
           new Publisher(channel, i, static_cast<uint32_t>(TokenPid(token))));
       pub->hint_ = (uint64_t{i} * 7919) % p.pool_size();
@@ -110,17 +114,38 @@ void Publisher::TakeNextLoan(uint64_t evicted, uint64_t evicted_index) {
   loan_ = channel_->ClaimFreeSlot(index_, &hint_, /*sweep=*/false);
 }
 
+SendResult Publisher::Fail(SendStatus status) {
+  PublisherEntry* e = channel_->publisher_entry(index_);
+  e->send_failures.fetch_add(1, std::memory_order_relaxed);
+  ++failures_;
+  return {status};
+}
+
 SendResult Publisher::Send(size_t size, const SendTimes* times) {
-  if (loan_ < 0 && Loan().empty()) return {SendStatus::kNoLoan};
+  SendResult r = SendImpl(size, times);
+  // A SIGBUS during the send (the file shrank) was absorbed by the mapping
+  // guard: the message went to zero pages, not the channel.
+  if (r.status == SendStatus::kOk && channel_->corrupt()) {
+    return Fail(SendStatus::kCorrupt);
+  }
+  return r;
+}
+
+SendResult Publisher::SendImpl(size_t size, const SendTimes* times) {
+  if (channel_->corrupt()) return Fail(SendStatus::kCorrupt);
+  if (loan_ < 0 && Loan().empty()) return Fail(SendStatus::kNoLoan);
   const QueueParams& p = channel_->params();
-  if (size > p.slot_size) return {SendStatus::kTooLarge};
+  if (size > p.slot_size) return Fail(SendStatus::kTooLarge);
   internal::ChannelHeader* h = channel_->header();
   const uint64_t slot = static_cast<uint64_t>(loan_);
   SlotHeader* sh = channel_->slot_header(slot);
   uint64_t own = sh->state.load(std::memory_order_relaxed);
   if (own != internal::Owned(index_)) {
     loan_ = -1;  // somebody took our loan: only corruption can do that
-    return {SendStatus::kCorrupt};
+    channel_->ReportCorruption(
+        "a publisher's loaned slot changed owner under it (slot, state)", slot,
+        own);
+    return Fail(SendStatus::kCorrupt);
   }
   sh->size.store(static_cast<uint32_t>(size), std::memory_order_relaxed);
   sh->publisher_pid.store(pid_, std::memory_order_relaxed);
@@ -131,7 +156,11 @@ SendResult Publisher::Send(size_t size, const SendTimes* times) {
   const uint64_t pool = p.pool_size();
   for (int attempt = 0; attempt < internal::kMaxAttempts; ++attempt) {
     uint64_t q = h->tail.load(std::memory_order_acquire);
-    if (q > internal::kMaxQueueIndex) break;
+    if (q > internal::kMaxQueueIndex) {
+      channel_->ReportCorruption(
+          "the channel's tail is beyond the largest queue index (tail)", q);
+      break;
+    }
     std::atomic<uint64_t>* entry = channel_->ring_entry(q);
     uint64_t e = entry->load(std::memory_order_acquire);
     uint64_t tag = internal::EntryTag(e);
@@ -141,11 +170,22 @@ SendResult Publisher::Send(size_t size, const SendTimes* times) {
       continue;
     }
     if (tag != internal::Tag(q - depth)) {
-      if (h->tail.load(std::memory_order_acquire) == q) break;  // corrupt
+      if (h->tail.load(std::memory_order_acquire) == q) {
+        channel_->ReportCorruption(
+            "the ring entry at the tail has a tag that fits no queue index "
+            "there (tail, tag)",
+            q, tag);
+        break;
+      }
       continue;  // tail moved on while we looked
     }
     uint64_t evicted = internal::EntrySlot(e);
-    if (evicted >= pool) break;
+    if (evicted >= pool) {
+      channel_->ReportCorruption(
+          "a ring entry names a slot beyond the pool (queue index, slot)",
+          q - depth, evicted);
+      break;
+    }
     // Stamp per attempt so send times follow queue order as closely as the
     // race between publishers allows.
     sh->monotonic_ns.store(times && times->monotonic_ns
@@ -159,7 +199,10 @@ SendResult Publisher::Send(size_t size, const SendTimes* times) {
     if (!sh->state.compare_exchange_strong(own, pending,
                                            std::memory_order_seq_cst)) {
       loan_ = -1;
-      return {SendStatus::kCorrupt};
+      channel_->ReportCorruption(
+          "a publisher's loaned slot changed owner under it (slot, state)",
+          slot, own);
+      return Fail(SendStatus::kCorrupt);
     }
     own = pending;
     if (!entry->compare_exchange_strong(e, internal::MakeEntry(q, slot),
@@ -172,7 +215,8 @@ SendResult Publisher::Send(size_t size, const SendTimes* times) {
                                     std::memory_order_acq_rel);
     sh->state.compare_exchange_strong(pending, q, std::memory_order_seq_cst);
     h->wake_word.fetch_add(1, std::memory_order_seq_cst);
-    if (h->sleepers.load(std::memory_order_seq_cst) != 0) {
+    if (h->sleeper_mask.load(std::memory_order_seq_cst) != 0 ||
+        h->anonymous_sleepers.load(std::memory_order_seq_cst) != 0) {
       FutexWake(&h->wake_word);
     }
     ++sequence_;
@@ -184,7 +228,9 @@ SendResult Publisher::Send(size_t size, const SendTimes* times) {
   // Corrupt ring or tail: keep the loan as an unsent build.
   sh->state.compare_exchange_strong(own, internal::Owned(index_),
                                     std::memory_order_seq_cst);
-  return {SendStatus::kCorrupt};
+  channel_->ReportCorruption(
+      "a send found no free ring position after the most attempts");
+  return Fail(SendStatus::kCorrupt);
 }
 
 }  // namespace tether::shm

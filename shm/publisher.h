@@ -22,7 +22,9 @@ enum class [[nodiscard]] SendStatus {
   // Loan()); nothing was sent.
   kNoLoan,
   // The channel's shared memory is inconsistent (bad ring entry, tail, or
-  // the loan was taken from us); nothing was sent. Report and re-create.
+  // the loan was taken from us), now or at an earlier operation of this
+  // handle (Channel::corruption() says what and where); nothing was sent.
+  // Report it; the channel needs re-creating.
   kCorrupt,
 };
 
@@ -72,6 +74,9 @@ class Publisher {
 
   uint32_t index() const { return index_; }
   uint64_t messages_sent() const { return sequence_; }
+  // Sends that failed (any status but kOk), also counted in the channel's
+  // publisher registry for tools.
+  uint64_t send_failures() const { return failures_; }
   Channel* channel() const { return channel_; }
 
  private:
@@ -79,6 +84,9 @@ class Publisher {
       : channel_(channel), index_(index), pid_(pid) {}
   // Claims the slot just evicted from the ring (or any free one).
   void TakeNextLoan(uint64_t evicted_slot, uint64_t evicted_state);
+  // Counts a failed send and returns it.
+  SendResult Fail(SendStatus status);
+  SendResult SendImpl(size_t size, const SendTimes* times);
 
   Channel* const channel_;
   const uint32_t index_;
@@ -86,6 +94,7 @@ class Publisher {
   int64_t loan_ = -1;     // slot index, or -1 when none
   uint64_t hint_ = 0;     // where the next free-slot scan starts
   uint64_t sequence_ = 0; // messages this publisher sent
+  uint64_t failures_ = 0; // sends that failed
 };
 
 }  // namespace tether::shm

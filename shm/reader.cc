@@ -76,23 +76,41 @@ void Reader::Release() {
 
 Reader::Take Reader::TryTake(uint64_t slot, uint64_t q, MessageView* view) {
   const QueueParams& p = channel_->params();
-  if (slot >= p.pool_size()) return Take::kCorrupt;
+  if (slot >= p.pool_size()) {
+    channel_->ReportCorruption(
+        "a ring entry names a slot beyond the pool (queue index, slot)", q,
+        slot);
+    return Take::kCorrupt;
+  }
   SlotHeader* sh = channel_->slot_header(slot);
+  uint64_t state;
   if (bit_ != 0) {
     // Dekker with the publisher's claim (see layout.h): pin, then check.
     sh->pinned_by.fetch_or(bit_, std::memory_order_seq_cst);
-    if (!internal::HoldsMessage(sh->state.load(std::memory_order_seq_cst), q)) {
+    state = sh->state.load(std::memory_order_seq_cst);
+    if (!internal::HoldsMessage(state, q)) {
       sh->pinned_by.fetch_and(~bit_, std::memory_order_release);
-      return Take::kGone;
+    } else {
+      pinned_slot_ = static_cast<int64_t>(slot);
     }
-    pinned_slot_ = static_cast<int64_t>(slot);
-  } else if (!internal::HoldsMessage(
-                 sh->state.load(std::memory_order_acquire), q)) {
+  } else {
+    state = sh->state.load(std::memory_order_acquire);
+  }
+  if (!internal::HoldsMessage(state, q)) {
+    if (internal::ImpossibleAfterEntry(state, q, p.max_publishers)) {
+      channel_->ReportCorruption(
+          "the slot a ring entry names is in a state no send can leave it in "
+          "(queue index, slot state)",
+          q, state);
+      return Take::kCorrupt;
+    }
     return Take::kGone;
   }
   uint32_t size = sh->size.load(std::memory_order_relaxed);
   if (size > p.slot_size) {
     Release();
+    channel_->ReportCorruption(
+        "a message is larger than its slot (queue index, size)", q, size);
     return Take::kCorrupt;
   }
   view->data = {channel_->payload(slot), size};
@@ -123,7 +141,11 @@ bool Reader::SkipLost(uint64_t r, uint64_t* missed) {
   // of those (or just after r) and count every index skipped.
   const uint64_t depth = channel_->params().queue_depth;
   const uint64_t tail = channel_->header()->tail.load(std::memory_order_acquire);
-  if (tail <= r || tail > internal::kMaxQueueIndex) return false;
+  if (tail <= r || tail > internal::kMaxQueueIndex) {
+    channel_->ReportCorruption(
+        "the ring is ahead of the tail (lost queue index, tail)", r, tail);
+    return false;
+  }
   const uint64_t resume = std::max(r + 1, tail - std::min(tail, depth));
   *missed += resume - r;
   next_ = resume;
@@ -131,7 +153,26 @@ bool Reader::SkipLost(uint64_t r, uint64_t* missed) {
 }
 
 ReadStatus Reader::Next(MessageView* view) {
+  return Checked(NextImpl(view));
+}
+
+ReadStatus Reader::Latest(MessageView* view) {
+  return Checked(LatestImpl(view));
+}
+
+ReadStatus Reader::Checked(ReadStatus status) {
+  // A SIGBUS during the read (the file shrank) was absorbed by the mapping
+  // guard; whatever the read saw is zero pages, not the channel.
+  if (status != ReadStatus::kCorrupt && channel_->corrupt()) {
+    Release();
+    return ReadStatus::kCorrupt;
+  }
+  return status;
+}
+
+ReadStatus Reader::NextImpl(MessageView* view) {
   Release();
+  if (channel_->corrupt()) return ReadStatus::kCorrupt;
   const uint64_t depth = channel_->params().queue_depth;
   uint64_t missed = 0;
   for (int attempt = 0; attempt < internal::kMaxAttempts; ++attempt) {
@@ -157,25 +198,41 @@ ReadStatus Reader::Next(MessageView* view) {
       pending_missed_ += missed;
       return ReadStatus::kNothingNew;
     } else if ((ahead & (depth - 1)) != 0) {
-      return ReadStatus::kCorrupt;  // a tag not congruent to its position
+      // A tag not congruent to its position.
+      channel_->ReportCorruption(
+          "a ring entry has a tag that fits no queue index at its position "
+          "(queue index, tag)",
+          r, internal::EntryTag(e));
+      return ReadStatus::kCorrupt;
     }
     if (!SkipLost(r, &missed)) return ReadStatus::kCorrupt;
   }
+  channel_->ReportCorruption(
+      "a read found no readable message after the most attempts (queue "
+      "index)",
+      next_);
   return ReadStatus::kCorrupt;
 }
 
 bool Reader::HasNext() const {
+  if (channel_->corrupt()) return true;  // so that a waiter looks and sees it
   const uint64_t depth = channel_->params().queue_depth;
   const uint64_t e = channel_->ring_entry(next_)->load(std::memory_order_acquire);
   return internal::EntryTag(e) != internal::Tag(next_ - depth);
 }
 
-ReadStatus Reader::Latest(MessageView* view) {
+ReadStatus Reader::LatestImpl(MessageView* view) {
   Release();
+  if (channel_->corrupt()) return ReadStatus::kCorrupt;
   internal::ChannelHeader* h = channel_->header();
+  uint64_t previous_tail = internal::kMaxQueueIndex + 1;
   for (int attempt = 0; attempt < internal::kMaxAttempts; ++attempt) {
     const uint64_t tail = h->tail.load(std::memory_order_acquire);
-    if (tail > internal::kMaxQueueIndex) return ReadStatus::kCorrupt;
+    if (tail > internal::kMaxQueueIndex) {
+      channel_->ReportCorruption(
+          "the channel's tail is beyond the largest queue index (tail)", tail);
+      return ReadStatus::kCorrupt;
+    }
     // tail itself may be placed but not yet bumped.
     const uint64_t at_tail =
         channel_->ring_entry(tail)->load(std::memory_order_acquire);
@@ -186,7 +243,20 @@ ReadStatus Reader::Latest(MessageView* view) {
     const uint64_t e = placed ? at_tail
                               : channel_->ring_entry(q)->load(
                                     std::memory_order_acquire);
-    if (internal::EntryTag(e) != internal::Tag(q)) continue;  // raced
+    if (internal::EntryTag(e) != internal::Tag(q)) {
+      // The newest entry must name the newest message; it may only have
+      // been overwritten if the tail moved on meanwhile.
+      if (tail == previous_tail &&
+          h->tail.load(std::memory_order_acquire) == tail) {
+        channel_->ReportCorruption(
+            "the ring entry behind the tail does not name the newest message "
+            "(queue index, tag)",
+            q, internal::EntryTag(e));
+        return ReadStatus::kCorrupt;
+      }
+      previous_tail = tail;
+      continue;  // raced with publishers
+    }
     switch (TryTake(internal::EntrySlot(e), q, view)) {
       case Take::kRead:
         next_ = q + 1;
@@ -198,6 +268,8 @@ ReadStatus Reader::Latest(MessageView* view) {
         continue;
     }
   }
+  channel_->ReportCorruption(
+      "Latest found no readable newest message after the most attempts");
   return ReadStatus::kCorrupt;
 }
 

@@ -18,8 +18,10 @@ namespace tether::shm {
 enum class [[nodiscard]] ReadStatus {
   kOk,
   kNothingNew,
-  // Shared memory is inconsistent (entry, size or slot out of range); the
-  // cursor is unchanged. Report it; the channel needs re-creating.
+  // Shared memory is inconsistent (entry, size, slot or state impossible),
+  // now or at an earlier operation of this handle (Channel::corruption()
+  // says what and where); the cursor is unchanged. Report it; the channel
+  // needs re-creating.
   kCorrupt,
 };
 
@@ -86,12 +88,18 @@ class Reader {
 
   // Index the next Next() will look at.
   uint64_t next_index() const { return next_; }
-  // All messages this reader lost so far.
-  uint64_t total_missed() const { return total_missed_; }
+  // All messages this reader lost so far: those reported with a message
+  // (MessageView::missed) and those not yet, because no message came after
+  // them (so a tool that ends can still say exactly what it missed).
+  uint64_t total_missed() const { return total_missed_ + pending_missed_; }
   bool pinning() const { return bit_ != 0; }
 
  private:
   enum class Take { kRead, kGone, kCorrupt };
+  ReadStatus NextImpl(MessageView* view);
+  ReadStatus LatestImpl(MessageView* view);
+  // kCorrupt if the channel turned corrupt during the operation.
+  ReadStatus Checked(ReadStatus status);
   Reader(Channel* channel, int index);
   Take TryTake(uint64_t slot, uint64_t queue_index, MessageView* view);
   // Moves the cursor past a lost message r; returns false on corruption.

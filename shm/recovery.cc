@@ -55,6 +55,7 @@ void Channel::SweepPublisher(uint32_t index, SweepReport* report) {
     }
   }
   e->messages_sent.store(0, std::memory_order_relaxed);
+  e->send_failures.store(0, std::memory_order_relaxed);
   e->owner.store(kNoOwner, std::memory_order_release);
 }
 
@@ -69,10 +70,29 @@ void Channel::SweepReader(uint32_t index, SweepReport* report) {
   e->owner.store(kNoOwner, std::memory_order_release);
 }
 
+void Channel::SweepSleeper(uint32_t index, SweepReport* report) {
+  internal::SleeperEntry* e = sleeper_entry(index);
+  if (!TakeOverDeadEntry(e->owner)) return;
+  // Its bit is set only if it died asleep: then publishers would make a
+  // wake syscall on every send for nobody.
+  const uint64_t bit = uint64_t{1} << index;
+  if ((header_->sleeper_mask.fetch_and(~bit, std::memory_order_seq_cst) &
+       bit) != 0) {
+    ++report->dead_sleepers;
+  }
+  e->owner.store(kNoOwner, std::memory_order_release);
+}
+
 SweepReport Channel::Sweep() {
   SweepReport report;
+  // A corrupt channel is left as it is: "repairing" garbage would hide
+  // what was lost.
+  if (corrupt()) return report;
   for (uint32_t i = 0; i < params_.max_publishers; ++i) SweepPublisher(i, &report);
   for (uint32_t i = 0; i < params_.max_pinned; ++i) SweepReader(i, &report);
+  for (uint32_t i = 0; i < internal::kMaxSleepers; ++i) {
+    SweepSleeper(i, &report);
+  }
   SweepOrphanedSlots(&report);
   return report;
 }
@@ -87,7 +107,21 @@ void Channel::SweepOrphanedSlots(SweepReport* report) {
     uint64_t want;
     if (internal::IsMessage(state)) {
       want = internal::MakeEntry(state, static_cast<uint32_t>(s));
-      if (ring_entry(state)->load(std::memory_order_seq_cst) == want) continue;
+      const uint64_t at = ring_entry(state)->load(std::memory_order_seq_cst);
+      if (at == want) continue;
+      // An orphan's message was evicted: its ring position moved on to a
+      // later index. A position still naming that index, but another slot,
+      // or an index not yet committed, is no state a send leaves: corrupt
+      // (freeing it would hide lost messages).
+      if (internal::EntryTag(at) == internal::Tag(state) ||
+          state >= header_->tail.load(std::memory_order_acquire)) {
+        ReportCorruption(
+            "a slot claims a message the ring does not name it for (slot, "
+            "message)",
+            s, state);
+        ++report->corrupt_entries;
+        return;
+      }
     } else if (state == internal::kEmpty) {
       if (s >= params_.queue_depth) {
         ++report->corrupt_entries;

@@ -116,13 +116,15 @@ int RunStat(const StatOptions& options, std::ostream& out, std::ostream& err) {
       return kExitFailure;
     }
   }
+  // Declared before the waiter, which holds sleeper registrations on these
+  // channels and must go first.
+  std::vector<std::unique_ptr<Watched>> watched;
   absl::StatusOr<std::unique_ptr<loop::ChannelWaiter>> waiter =
       loop::ChannelWaiter::Create();
   if (!waiter.ok()) {
     err << "tether stat: " << waiter.status().message() << "\n";
     return kExitFailure;
   }
-  std::vector<std::unique_ptr<Watched>> watched;
   bool failed = false;
   for (const std::string& name : names) {
     auto handle = OpenChannelByName(options.channels, name);

@@ -22,6 +22,7 @@
 #include "tools/echo.h"
 #include "tools/launcher.h"
 #include "tools/list.h"
+#include "tools/net_bridge_command.h"
 #include "tools/package_binary.h"
 #include "tools/pub.h"
 #include "tools/stat.h"
@@ -212,6 +213,9 @@ constexpr Command kCommands[] = {
     {"ros-bridge",
      "bridge ROS 1 topics and tether channels, both ways (any message type)",
      &RosBridgeParser, &RunPackageBinaryStub},
+    {"net-bridge",
+     "forward chosen channels to and from other hosts over Cyclone DDS",
+     &NetBridgeParser, &RunNetBridgeCommand},
 };
 
 }  // namespace
@@ -222,6 +226,11 @@ int main(int argc, char** argv) {
   if (std::optional<int> code =
           tether::tools::MaybeExecPackageBinary(args, std::cerr)) {
     return *code;
+  }
+  // The bridge parses its own arguments (and --help): hand them over whole.
+  if (!args.empty() && args[0] == "net-bridge") {
+    return tether::tools::ExecNetBridge(
+        std::span<const std::string>(args).subspan(1), std::cerr);
   }
   return tether::tools::RunCli(tether::tools::kCommands, args, std::cout,
                                std::cerr);

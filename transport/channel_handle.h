@@ -57,8 +57,19 @@ class ChannelHandle {
   // Reclaims what dead processes left in the channel (shm::Channel::Sweep).
   // Not RT-safe (reads /proc).
   shm::SweepReport Sweep() const { return shm_->Sweep(); }
-  // The wake word and sleep bracket, for event loops and waiting tools.
-  WakeHandle wake() const { return WakeHandle(shm_.get()); }
+  // A waiter's wake word and sleep bracket, for event loops and waiting
+  // tools: one per waiter (it holds an entry of the channel's sleeper
+  // registry). Setup: not RT-safe (may sweep).
+  WakeHandle MakeWakeHandle() const {
+    return WakeHandle(shm_.get(), shm_->RegisterSleeper());
+  }
+  // This process found the channel's memory corrupt (see
+  // shm::Channel::corrupt()); corruption() says what and where. RT-safe.
+  bool corrupt() const { return shm_->corrupt(); }
+  std::string_view corruption() const { return shm_->corruption(); }
+  // The whole-structure check (shm::Channel::CheckConsistency): OK or
+  // DataLoss naming what is wrong. Tools; not RT-safe.
+  absl::Status CheckConsistency() const { return shm_->CheckConsistency(); }
 
  private:
   // The endpoints work on the shm queue itself; nothing above transport

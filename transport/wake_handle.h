@@ -12,33 +12,40 @@
 
 #include <atomic>
 #include <cstdint>
+#include <utility>
 
 #include "shm/channel.h"
 
 namespace tether::transport {
 
-// A small value (one pointer), copyable. Valid while the ChannelHandle it
-// came from lives. Every call: any thread, RT-safe, no allocation.
+// One waiter's handle on one channel: made by ChannelHandle::
+// MakeWakeHandle(), which registers the waiter in the channel's sleeper
+// registry (so a waiter that dies asleep is swept and costs publishers
+// nothing afterwards). Move-only; valid while the ChannelHandle lives.
+// One thread at a time; every call RT-safe, no allocation.
 class WakeHandle {
  public:
+  WakeHandle(WakeHandle&&) noexcept = default;
+  WakeHandle& operator=(WakeHandle&&) noexcept = default;
+
   // The 32-bit shared futex word to wait on (never FUTEX_PRIVATE).
   const std::atomic<uint32_t>* word() const { return channel_->wake_word(); }
   // Its value now (acquire).
   uint32_t Load() const { return channel_->LoadWakeWord(); }
-  // Counts the caller as a sleeper (seq_cst): publishers make the
+  // Announces this waiter as asleep (seq_cst): publishers make the
   // FUTEX_WAKE syscall until EndSleep(). Call before loading the word.
-  void BeginSleep() const { channel_->BeginSleep(); }
-  void EndSleep() const { channel_->EndSleep(); }
+  void BeginSleep() { sleeper_.BeginSleep(); }
+  void EndSleep() { sleeper_.EndSleep(); }
   // Bumps the word and wakes every waiter (one syscall): e.g. to make a
   // tool's waiting reader look again.
   void WakeAll() const { channel_->WakeAll(); }
 
-  friend bool operator==(const WakeHandle&, const WakeHandle&) = default;
-
  private:
   friend class ChannelHandle;
-  explicit WakeHandle(shm::Channel* channel) : channel_(channel) {}
+  WakeHandle(shm::Channel* channel, shm::Sleeper sleeper)
+      : channel_(channel), sleeper_(std::move(sleeper)) {}
   shm::Channel* channel_;
+  shm::Sleeper sleeper_;
 };
 
 }  // namespace tether::transport

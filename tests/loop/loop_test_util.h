@@ -32,9 +32,11 @@ using shm::testing::ScopedRoot;
 class Subscription {
  public:
   Subscription(shm::Channel* channel, shm::Reader* reader)
-      : channel_(channel), reader_(reader) {}
+      : channel_(channel), reader_(reader),
+        sleeper_(channel->RegisterSleeper()) {}
 
   shm::Channel* channel() const { return channel_; }
+  shm::Sleeper& sleeper() { return sleeper_; }
 
   // The next message: the one the re-check kept, else the reader's next.
   shm::ReadStatus Next(shm::MessageView* view) {
@@ -61,6 +63,7 @@ class Subscription {
  private:
   shm::Channel* const channel_;
   shm::Reader* const reader_;
+  shm::Sleeper sleeper_;
   shm::MessageView pending_;
   bool has_pending_ = false;
   bool corrupt_ = false;
@@ -72,7 +75,7 @@ class ChannelSleepHooks final : public SleepHooks {
   void Add(Subscription* s) { subscriptions_.push_back(s); }
 
   void BeginSleep() override {
-    for (Subscription* s : subscriptions_) s->channel()->BeginSleep();
+    for (Subscription* s : subscriptions_) s->sleeper().BeginSleep();
   }
   bool HasPendingWork() override {
     bool any = false;
@@ -80,7 +83,7 @@ class ChannelSleepHooks final : public SleepHooks {
     return any;
   }
   void EndSleep() override {
-    for (Subscription* s : subscriptions_) s->channel()->EndSleep();
+    for (Subscription* s : subscriptions_) s->sleeper().EndSleep();
   }
 
  private:

@@ -108,8 +108,11 @@ void Exercise(Channel* c, Publisher* pub, Reader* pinned, Reader* unpinned,
   pinned->Release();
   (void)c->Sweep();
   (void)c->Stats();
-  c->BeginSleep();
-  c->EndSleep();
+  {
+    Sleeper sleeper = c->RegisterSleeper();
+    sleeper.BeginSleep();
+    sleeper.EndSleep();
+  }
 }
 
 std::string RegionName(const ::testing::TestParamInfo<Region>& info) {

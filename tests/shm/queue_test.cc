@@ -289,15 +289,16 @@ TEST_F(QueueTest, SendBumpsTheWakeWordAndWakesASleeper) {
   std::atomic<bool> got{false};
   std::thread sleeper([&] {
     MessageView v;
+    Sleeper me = channel_->RegisterSleeper();
     for (;;) {
-      channel_->BeginSleep();
+      me.BeginSleep();
       uint32_t word = channel_->LoadWakeWord();
       if (reader->Next(&v) == ReadStatus::kOk) {
-        channel_->EndSleep();
+        me.EndSleep();
         break;
       }
       FutexWait(channel_->wake_word(), word, nullptr);
-      channel_->EndSleep();
+      me.EndSleep();
     }
     got = true;
   });
@@ -320,18 +321,19 @@ TEST_F(QueueTest, NoWakeupIsLostAcrossThousandsOfSleeps) {
   std::thread sleeper([&] {
     MessageView v;
     uint64_t seen = 0;
+    Sleeper me = channel_->RegisterSleeper();
     while (seen < kMessages) {
-      channel_->BeginSleep();
+      me.BeginSleep();
       uint32_t word = channel_->LoadWakeWord();
       ReadStatus s = reader->Next(&v);
       if (s == ReadStatus::kOk) {
-        channel_->EndSleep();
+        me.EndSleep();
         seen = v.queue_index + 1;
         continue;
       }
       // A lost wakeup would hang here; the test's timeout would catch it.
       FutexWait(channel_->wake_word(), word, nullptr);
-      channel_->EndSleep();
+      me.EndSleep();
     }
   });
   for (uint64_t i = 0; i < kMessages; ++i) {

@@ -127,13 +127,14 @@ inline int ReaderMain(const ChannelOptions& options, const std::string& name,
   std::mt19937 rng(seed);
   MessageView v;
   std::string error;
+  Sleeper me = ch->RegisterSleeper();
   for (;;) {
     bool draining = board->drain.load();
-    if (sleepy) ch->BeginSleep();
+    if (sleepy) me.BeginSleep();
     uint32_t word = ch->LoadWakeWord();
     ReadStatus s = (*reader)->Next(&v);
     if (s == ReadStatus::kCorrupt) {
-      if (sleepy) ch->EndSleep();
+      if (sleepy) me.EndSleep();
       board->Fail("reader saw corruption");
       return 1;
     }
@@ -143,12 +144,12 @@ inline int ReaderMain(const ChannelOptions& options, const std::string& name,
           timespec ts{0, 2'000'000};  // bounded: never block forever
           FutexWait(ch->wake_word(), word, &ts);
         }
-        ch->EndSleep();
+        me.EndSleep();
       }
       if (draining) break;
       continue;
     }
-    if (sleepy) ch->EndSleep();
+    if (sleepy) me.EndSleep();
     if (!checker.Observe(v, /*check_data=*/true, &error)) {
       board->Fail("reader: " + error);
       return 1;

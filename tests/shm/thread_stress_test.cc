@@ -69,14 +69,15 @@ TEST(ThreadStress, ConcurrentPublishersAndReadersLoseNothingSilently) {
       std::mt19937 rng(i);
       std::vector<std::byte> copy;
       MessageView v;
+      Sleeper me = channel->RegisterSleeper();
       for (;;) {
         bool done = publishers_done.load() == kPublishers;
-        if (modes[i] == Mode::kPinnedSleep) channel->BeginSleep();
+        if (modes[i] == Mode::kPinnedSleep) me.BeginSleep();
         uint32_t word = channel->LoadWakeWord();
         ReadStatus s = reader->Next(&v);
         if (s == ReadStatus::kCorrupt) {
           results[i].error = "read reported corruption";
-          if (modes[i] == Mode::kPinnedSleep) channel->EndSleep();
+          if (modes[i] == Mode::kPinnedSleep) me.EndSleep();
           return;
         }
         if (s == ReadStatus::kNothingNew) {
@@ -85,13 +86,13 @@ TEST(ThreadStress, ConcurrentPublishersAndReadersLoseNothingSilently) {
               timespec ts{0, 1'000'000};
               FutexWait(channel->wake_word(), word, &ts);
             }
-            channel->EndSleep();
+            me.EndSleep();
           }
           if (done) break;
           std::this_thread::yield();
           continue;
         }
-        if (modes[i] == Mode::kPinnedSleep) channel->EndSleep();
+        if (modes[i] == Mode::kPinnedSleep) me.EndSleep();
         bool check = true;
         if (modes[i] == Mode::kUnpinned) {
           // An unpinned reader copies, then checks the slot still held the

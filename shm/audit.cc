@@ -1,0 +1,164 @@
+// shm: the whole-structure consistency check of a channel
+// (Channel::CheckConsistency), for tools and opening. Live publishers and
+// readers may run meanwhile, so what a racing commit can legitimately show
+// is tolerated, and a finding is re-checked once before it is reported.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "shm/channel.h"
+#include "shm/layout.h"
+
+namespace tether::shm {
+namespace {
+
+int64_t FloorDiv(int64_t a, int64_t b) {
+  const int64_t q = a / b;
+  return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+
+// A snapshot of what the check looks at, taken between two loads of the
+// tail (publishers may commit meanwhile).
+struct Snapshot {
+  uint64_t tail_before = 0;
+  uint64_t tail_after = 0;
+  std::vector<uint64_t> ring;
+  std::vector<uint64_t> states;
+  std::vector<uint32_t> sizes;
+};
+
+// What is wrong in `snap`, or empty.
+std::string FindProblem(const Snapshot& snap, const QueueParams& p) {
+  const uint64_t depth = p.queue_depth;
+  const uint64_t pool = p.pool_size();
+  const uint64_t before = snap.tail_before;
+  const uint64_t after = snap.tail_after;
+  if (before > internal::kMaxQueueIndex || after > internal::kMaxQueueIndex) {
+    return absl::StrCat("the tail (", after,
+                        ") is beyond the largest queue index: the header is "
+                        "overwritten");
+  }
+  if (after < before) {
+    return absl::StrCat("the tail went backwards (", before, " -> ", after,
+                        "): the header is overwritten");
+  }
+  for (uint64_t pos = 0; pos < depth; ++pos) {
+    const uint64_t e = snap.ring[pos];
+    const uint64_t tag = internal::EntryTag(e);
+    const uint64_t s = internal::EntrySlot(e);
+    if (s >= pool) {
+      return absl::StrCat("ring position ", pos, " names slot ", s,
+                          ", beyond the pool of ", pool,
+                          ": the ring is overwritten");
+    }
+    // The newest index at this position before the snapshot (negative: the
+    // initial "message pos - depth"), or any later one committed during it
+    // (up to `after`: placed, tail not yet bumped).
+    const int64_t d = static_cast<int64_t>(depth);
+    const int64_t first =
+        static_cast<int64_t>(pos) +
+        d * FloorDiv(static_cast<int64_t>(before) - 1 -
+                         static_cast<int64_t>(pos),
+                     d);
+    int64_t named = -1;
+    bool ok = false;
+    for (int64_t q = first; q <= static_cast<int64_t>(after); q += d) {
+      if (tag == internal::Tag(static_cast<uint64_t>(q))) {
+        ok = true;
+        named = q;
+        break;
+      }
+    }
+    if (!ok) {
+      return absl::StrFormat(
+          "ring position %u has tag %u, which is no queue index that "
+          "position can hold at tail %u: the ring is overwritten",
+          pos, tag, before);
+    }
+    // A committed message's slot holds it, or was reused since (states are
+    // read after the ring, so only a newer state can race in).
+    if (named >= 0) {
+      const uint64_t q = static_cast<uint64_t>(named);
+      const uint64_t state = snap.states[s];
+      if (!internal::HoldsMessage(state, q) && internal::ImpossibleAfterEntry(state, q, p.max_publishers)) {
+        return absl::StrFormat(
+            "ring position %u names message %u in slot %u, whose state 0x%x "
+            "no send can leave it in: the slot headers are overwritten",
+            pos, q, s, state);
+      }
+    }
+  }
+  absl::flat_hash_map<uint64_t, uint64_t> holder;  // message -> slot
+  for (uint64_t s = 0; s < pool; ++s) {
+    const uint64_t state = snap.states[s];
+    if (internal::IsMessage(state)) {
+      auto [it, inserted] = holder.emplace(state, s);
+      if (!inserted) {
+        return absl::StrCat("slots ", it->second, " and ", s,
+                            " both claim to hold message ", state,
+                            ": the slot headers are overwritten");
+      }
+    }
+    if (snap.sizes[s] > p.slot_size) {
+      return absl::StrCat("slot ", s, " claims a message of ", snap.sizes[s],
+                          " bytes, larger than its ", p.slot_size,
+                          ": the slot headers are overwritten");
+    }
+    if (internal::IsMessage(state)) {
+      if (state > after) {
+        return absl::StrCat("slot ", s, " claims to hold message ", state,
+                            ", beyond the tail (", after,
+                            "): the slot headers are overwritten");
+      }
+      continue;
+    }
+    if (state == internal::kFree || state == internal::kEmpty) continue;
+    if ((state & internal::kOwnedBit) == 0 ||
+        internal::StateOwner(state) >= p.max_publishers) {
+      return absl::StrFormat(
+          "slot %u is in state 0x%x, which no publisher can leave it in: "
+          "the slot headers are overwritten",
+          s, state);
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+absl::Status Channel::CheckConsistency() const {
+  if (corrupt()) {
+    return absl::DataLossError(absl::StrCat(
+        "channel ", name_, " is corrupt: ", std::string(corruption()),
+        "; remove ", path_, " and restart the stack's nodes on it"));
+  }
+  std::string problem;
+  Snapshot snap;
+  snap.ring.resize(params_.queue_depth);
+  snap.states.resize(params_.pool_size());
+  snap.sizes.resize(params_.pool_size());
+  // A finding is re-checked once: a racing commit can show a moment that a
+  // second look does not.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    snap.tail_before = header_->tail.load(std::memory_order_acquire);
+    for (uint64_t pos = 0; pos < params_.queue_depth; ++pos) {
+      snap.ring[pos] = ring_entry(pos)->load(std::memory_order_acquire);
+    }
+    for (uint64_t s = 0; s < params_.pool_size(); ++s) {
+      snap.states[s] = slot_header(s)->state.load(std::memory_order_acquire);
+      snap.sizes[s] = slot_header(s)->size.load(std::memory_order_relaxed);
+    }
+    snap.tail_after = header_->tail.load(std::memory_order_acquire);
+    problem = FindProblem(snap, params_);
+    if (problem.empty()) return absl::OkStatus();
+  }
+  ReportCorruption(problem.c_str());
+  return absl::DataLossError(absl::StrCat(
+      "channel ", name_, " is corrupt: ", problem, "; remove ", path_,
+      " and restart the stack's nodes on it"));
+}
+
+}  // namespace tether::shm

@@ -1,0 +1,270 @@
+// Shared memory written by someone else (a bug, a hostile process, `dd`,
+// `truncate`) and a filesystem that is too small: each ends in a reported,
+// sticky corruption or a clear error -- never a crash, a SIGBUS, a silent
+// loss or a leftover file. And a waiter that dies asleep is swept, after
+// which publishers make no wake syscall again (counted with ptrace).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "shm/channel.h"
+#include "shm/channel_access.h"
+#include "shm/futex.h"
+#include "shm/layout.h"
+#include "shm/publisher.h"
+#include "shm/reader.h"
+#include "tests/shm/shm_test_util.h"
+
+namespace tether::shm {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ScopedRoot;
+namespace in = internal;
+
+constexpr QueueParams kParams{.slot_size = 256, .queue_depth = 16,
+                              .max_publishers = 2, .max_pinned = 4};
+
+class HostileMemoryTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Channel> Open() {
+    auto c = Channel::OpenOrCreate(root_.options(), "/robot/imu", kParams);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return std::move(*c);
+  }
+  void SendSome(Publisher* pub, int n) {
+    for (int i = 0; i < n; ++i) {
+      std::span<std::byte> loan = pub->Loan();
+      ASSERT_FALSE(loan.empty());
+      std::memset(loan.data(), i, 64);
+      ASSERT_EQ(pub->Send(64).status, SendStatus::kOk);
+    }
+  }
+  std::vector<std::string> Files() {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(
+             root_.root() + "/" + root_.options().instance)) {
+      names.push_back(e.path().filename().string());
+    }
+    return names;
+  }
+
+  ScopedRoot root_;
+};
+
+TEST_F(HostileMemoryTest, ZeroedSlotHeadersAreCorruptionNotLoss) {
+  auto c = Open();
+  auto pub = Publisher::Create(c.get());
+  ASSERT_TRUE(pub.ok());
+  SendSome(pub->get(), 10);
+  // What `dd if=/dev/zero` over the slot headers does.
+  for (uint64_t s = 0; s < kParams.pool_size(); ++s) {
+    in::SlotHeader* sh = in::ChannelAccess::slot_header(*c, s);
+    std::memset(static_cast<void*>(sh), 0, sizeof(*sh));
+  }
+  // A fresh handle (another process's view) reads from the oldest.
+  auto other = Channel::Open(root_.options(), "/robot/imu");
+  ASSERT_TRUE(other.ok());
+  auto reader = Reader::Create(other->get(), {.pin = true,
+                                             .start = ReaderOptions::Start::kOldest});
+  ASSERT_TRUE(reader.ok());
+  MessageView v;
+  EXPECT_EQ((*reader)->Next(&v), ReadStatus::kCorrupt);
+  // Not counted as lost: it is not loss, it is corruption, and it says so.
+  EXPECT_EQ((*reader)->total_missed(), 0u);
+  EXPECT_THAT(std::string((*other)->corruption()),
+              HasSubstr("no send can leave it in"));
+}
+
+TEST_F(HostileMemoryTest, CorruptionIsStickyAndSaysWhatAndWhere) {
+  auto c = Open();
+  auto pub = Publisher::Create(c.get());
+  auto reader = Reader::Create(c.get());
+  ASSERT_TRUE(pub.ok() && reader.ok());
+  SendSome(pub->get(), 3);
+  // The entry the reader looks at next gets a tag no index can have there.
+  const uint64_t next = (*reader)->next_index();
+  in::ChannelAccess::ring_entry(*c, next)->store(in::MakeEntry(next + 1, 0));
+  MessageView v;
+  EXPECT_TRUE((*reader)->HasNext());  // so a sleeping loop looks
+  EXPECT_EQ((*reader)->Next(&v), ReadStatus::kCorrupt);
+  EXPECT_TRUE(c->corrupt());
+  EXPECT_THAT(std::string(c->corruption()),
+              HasSubstr("tag that fits no queue index"));
+  // Every later operation says so; nothing is sent into a corrupt channel.
+  EXPECT_EQ((*reader)->Next(&v), ReadStatus::kCorrupt);
+  EXPECT_EQ((*reader)->Latest(&v), ReadStatus::kCorrupt);
+  EXPECT_TRUE((*reader)->HasNext());
+  EXPECT_EQ((*pub)->Send(8).status, SendStatus::kCorrupt);
+  EXPECT_EQ((*pub)->send_failures(), 1u);
+  EXPECT_EQ(c->Stats().send_failures, 1u);  // visible to tools
+}
+
+TEST_F(HostileMemoryTest, ConsistencyCheckFindsAGarbageTailAndRing) {
+  {
+    auto c = Open();
+    auto pub = Publisher::Create(c.get());
+    SendSome(pub->get(), 5);
+    ASSERT_TRUE(c->CheckConsistency().ok()) << c->CheckConsistency();
+    in::ChannelAccess::header(*c)->tail.store(6926907815881082933ull);
+  }
+  auto c = Channel::Open(root_.options(), "/robot/imu");
+  ASSERT_TRUE(c.ok());  // it opens, so that tools can report it...
+  EXPECT_TRUE((*c)->corrupt());  // ...but the handle knows
+  absl::Status s = (*c)->CheckConsistency();
+  EXPECT_TRUE(absl::IsDataLoss(s));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("beyond the largest queue index"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("remove"));
+}
+
+TEST_F(HostileMemoryTest, ConsistencyCheckPassesUnderLiveTraffic) {
+  auto c = Open();
+  auto pub = Publisher::Create(c.get());
+  ASSERT_TRUE(pub.ok());
+  std::atomic<bool> stop{false};
+  std::thread sender([&] {
+    uint64_t i = 0;
+    while (!stop.load()) {
+      std::span<std::byte> loan = (*pub)->Loan();
+      std::memset(loan.data(), static_cast<int>(i++), 16);
+      (void)(*pub)->Send(16);
+    }
+  });
+  for (int i = 0; i < 2000; ++i) {
+    absl::Status s = c->CheckConsistency();
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  stop = true;
+  sender.join();
+}
+
+TEST_F(HostileMemoryTest, ATruncatedFileCannotSigbusALiveProcess) {
+  auto c = Open();
+  auto pub = Publisher::Create(c.get());
+  auto reader = Reader::Create(c.get());
+  ASSERT_TRUE(pub.ok() && reader.ok());
+  SendSome(pub->get(), 3);
+  ASSERT_EQ(::truncate(c->path().c_str(), 0), 0);
+  // Every access below touches pages past the end of the file now.
+  MessageView v;
+  EXPECT_EQ((*reader)->Next(&v), ReadStatus::kCorrupt);
+  EXPECT_TRUE(c->corrupt());
+  EXPECT_THAT(std::string(c->corruption()), HasSubstr("truncated"));
+  EXPECT_EQ((*pub)->Send(8).status, SendStatus::kCorrupt);
+  (void)c->Stats();
+  (void)c->Sweep();
+  // A fresh open of the shrunken file is refused with the fix.
+  auto again = Channel::Open(root_.options(), "/robot/imu");
+  EXPECT_TRUE(absl::IsDataLoss(again.status())) << again.status();
+  EXPECT_THAT(std::string(again.status().message()), HasSubstr("rm "));
+}
+
+TEST_F(HostileMemoryTest, AChannelThatCannotFitFailsAtCreationAndLeavesNothing) {
+  struct statvfs fs;
+  ASSERT_EQ(::statvfs("/dev/shm", &fs), 0);
+  const uint64_t free_bytes = uint64_t{fs.f_bavail} * fs.f_frsize;
+  // 256 MiB slots x enough of them to exceed what is free.
+  QueueParams huge{.slot_size = kMaxSlotSize, .queue_depth = 2,
+                   .max_publishers = 1, .max_pinned = 0};
+  while (Channel::FileSizeFor(huge, 0) <= free_bytes) huge.queue_depth *= 2;
+  auto c = Channel::OpenOrCreate(root_.options(), "/camera/raw", huge);
+  ASSERT_TRUE(absl::IsResourceExhausted(c.status())) << c.status();
+  const std::string message(c.status().message());
+  EXPECT_THAT(message, HasSubstr("/camera/raw needs"));
+  EXPECT_THAT(message, HasSubstr("is free there"));
+  EXPECT_THAT(message, HasSubstr("--shm-size"));
+  EXPECT_THAT(Files(), ::testing::IsEmpty());  // no half-made file
+}
+
+// The futex syscalls (any op) a forked publisher makes while sending `n`
+// messages, counted with ptrace at syscall stops.
+int FutexSyscallsOfSends(Channel* c, int n) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr);
+    ::raise(SIGSTOP);
+    auto pub = Publisher::Create(c);
+    if (!pub.ok()) ::_exit(2);
+    ::raise(SIGSTOP);  // counting starts here
+    for (int i = 0; i < n; ++i) {
+      std::span<std::byte> loan = (*pub)->Loan();
+      std::memset(loan.data(), i, 8);
+      if ((*pub)->Send(8).status != SendStatus::kOk) ::_exit(3);
+    }
+    ::raise(SIGSTOP);  // and ends here
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);  // first SIGSTOP
+  ::ptrace(PTRACE_SETOPTIONS, child, nullptr, PTRACE_O_TRACESYSGOOD);
+  ::ptrace(PTRACE_CONT, child, nullptr, nullptr);
+  ::waitpid(child, &status, 0);  // second SIGSTOP: registered
+  int futexes = 0;
+  bool entering = true;
+  ::ptrace(PTRACE_SYSCALL, child, nullptr, nullptr);
+  for (;;) {
+    if (::waitpid(child, &status, 0) != child || WIFEXITED(status)) break;
+    if (WIFSTOPPED(status) && WSTOPSIG(status) == (SIGTRAP | 0x80)) {
+      user_regs_struct regs;
+      ::ptrace(PTRACE_GETREGS, child, nullptr, &regs);
+      if (entering && regs.orig_rax == SYS_futex) ++futexes;
+      entering = !entering;
+      ::ptrace(PTRACE_SYSCALL, child, nullptr, nullptr);
+      continue;
+    }
+    if (WIFSTOPPED(status) && WSTOPSIG(status) == SIGSTOP) break;  // done
+    ::ptrace(PTRACE_SYSCALL, child, nullptr, WSTOPSIG(status));
+  }
+  ::kill(child, SIGKILL);
+  ::waitpid(child, &status, 0);
+  return futexes;
+}
+
+TEST_F(HostileMemoryTest, AWaiterKilledAsleepIsSweptAndSendsMakeNoWakeSyscall) {
+  auto c = Open();
+  EXPECT_EQ(FutexSyscallsOfSends(c.get(), 50), 0);  // nobody sleeps
+  // A child registers as a sleeper, announces its sleep and is killed there.
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t sleeper = ::fork();
+  if (sleeper == 0) {
+    auto mine = Channel::Open(root_.options(), "/robot/imu");
+    if (!mine.ok()) ::_exit(2);
+    Sleeper me = (*mine)->RegisterSleeper();
+    me.BeginSleep();
+    const char one = 1;
+    (void)!::write(ready[1], &one, 1);
+    FutexWait((*mine)->wake_word(), (*mine)->LoadWakeWord() + 1000, nullptr);
+    ::pause();
+    ::_exit(0);
+  }
+  char byte;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  EXPECT_EQ(c->Stats().sleepers, 1u);
+  EXPECT_EQ(FutexSyscallsOfSends(c.get(), 50), 50);  // a wake per send
+  ::kill(sleeper, SIGKILL);
+  int status = 0;
+  ::waitpid(sleeper, &status, 0);
+  const SweepReport swept = c->Sweep();
+  EXPECT_EQ(swept.dead_sleepers, 1);
+  EXPECT_EQ(c->Stats().sleepers, 0u);
+  EXPECT_EQ(c->Stats().registered_sleepers, 0);
+  EXPECT_EQ(FutexSyscallsOfSends(c.get(), 50), 0);  // back to none
+  ::close(ready[0]);
+  ::close(ready[1]);
+}
+
+}  // namespace
+}  // namespace tether::shm
