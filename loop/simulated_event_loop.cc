@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace tether::loop {
 
@@ -43,8 +45,11 @@ SimulatedEventLoopFactory::Create(const transport::StackConfig& stack,
   std::unique_ptr<SimulatedEventLoopFactory> f(
       new SimulatedEventLoopFactory(options));
   static std::atomic<int> counter{0};
-  f->root_ = absl::StrCat(options.shm_root, "/tether-sim-", ::getpid(), "-",
-                          counter.fetch_add(1));
+  // The pid alone is not unique: tests in Bazel's sandboxes run in pid
+  // namespaces (every one is pid 2 or so) and share /dev/shm.
+  std::random_device random;
+  f->root_ = absl::StrFormat("%s/tether-sim-%d-%d-%08x", options.shm_root,
+                             ::getpid(), counter.fetch_add(1), random());
   shm::ChannelOptions shm_options;
   shm_options.root = f->root_;
   shm_options.instance = "sim";
