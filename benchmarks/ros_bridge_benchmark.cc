@@ -293,6 +293,7 @@ int TetherNode(const std::vector<std::string>& a, bool pong) {
   const std::string pong_channel = "/t/pong_" + Arg(a, "--class");
   auto sender = (*loop)->MakeRawSender(pong_channel);
   if (!sender.ok()) return 1;
+  transport::BuildArena arena((*sender)->channel()->params().slot_size);
   Stats lat;
   uint64_t missed = 0;
   int64_t last_rx = 0;
@@ -312,11 +313,11 @@ int TetherNode(const std::vector<std::string>& a, bool pong) {
     h.origin_graph = {};  // a tether node's answer
     h.origin_bridge = {};
     h.latching = false;
-    auto f = ros1msg::BuildEnvelope((*sender)->Loan(), pong_channel, h, v.data.size(),
+    auto f = ros1msg::BuildEnvelope(&arena, (*sender)->Loan(), pong_channel, h, v.data.size(),
                                     [&](std::span<uint8_t> out) {
                                       std::memcpy(out.data(), v.data.data(), v.data.size());
                                     });
-    if (f.ok()) (void)(*sender)->Send(f.size);
+    if (f.ok()) (void)(*sender)->Send(f.size, nullptr, f.offset);
   });
   if (!s.ok()) return 1;
   (*loop)->AddTimer([&] {

@@ -63,7 +63,12 @@ absl::Status Driver::AddWatcher(internal::Watcher* w) {
 absl::Status Driver::WatchStop(int stop_fd, const StopSignals* signals) {
   TETHER_LOOP_CHECK(stop_fd_ < 0 && stop_signals_ == nullptr,
                     "WatchStop called twice");
-  if (stop_fd >= 0) {
+  if (signals != nullptr) {
+    // A word, which every port can wait on (futex_waitv cannot wait on fds).
+    if (absl::Status s = port_->Watch(signals->word(), kStopCookie); !s.ok()) {
+      return s;
+    }
+  } else if (stop_fd >= 0) {
     if (absl::Status s = port_->WatchFd(stop_fd, kStopCookie); !s.ok()) {
       return s;
     }
@@ -106,7 +111,9 @@ Driver::RunEnd Driver::Run() {
     const WaitResult r = port_->Wait(
         dispatcher_->NextDeadline(), *this,
         [&stopped](uint64_t cookie) { stopped |= cookie == kStopCookie; });
-    if (stopped) return RunEnd::kStopped;
+    if (stopped && (stop_signals_ == nullptr || StopRequested())) {
+      return RunEnd::kStopped;
+    }
     if (r.idle) return RunEnd::kIdle;
   }
 }
@@ -144,12 +151,13 @@ void Driver::MarkCorrupt(internal::Watcher& w) {
   w.subscriber->Release();
   port_->Unwatch(CookieOf(&w));
   ++corrupt_watchers_;
+  const std::string_view what = w.channel->corruption();
   std::fprintf(stderr,
-               "tether: loop %s: channel %s is corrupt (its shared memory "
-               "failed a consistency check); stopped watching it, the rest of "
-               "the loop runs on. Remove %s and restart the stack's nodes on "
-               "it.\n",
+               "tether: loop %s: channel %s is corrupt (%.*s); stopped "
+               "watching it, the rest of the loop runs on. Remove %s and "
+               "restart the stack's nodes on it.\n",
                w.loop->name().c_str(), w.channel->name().c_str(),
+               static_cast<int>(what.size()), what.data(),
                w.channel->path().c_str());
 }
 

@@ -9,7 +9,6 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 
 namespace tether::loop {
 
@@ -44,12 +43,13 @@ SimulatedEventLoopFactory::Create(const transport::StackConfig& stack,
                                   const SimulatedOptions& options) {
   std::unique_ptr<SimulatedEventLoopFactory> f(
       new SimulatedEventLoopFactory(options));
+  // Unique across processes too: processes in other pid namespaces (e.g.
+  // sandboxed tests) share /dev/shm and may have the same pid.
   static std::atomic<int> counter{0};
-  // The pid alone is not unique: tests in Bazel's sandboxes run in pid
-  // namespaces (every one is pid 2 or so) and share /dev/shm.
   std::random_device random;
-  f->root_ = absl::StrFormat("%s/tether-sim-%d-%d-%08x", options.shm_root,
-                             ::getpid(), counter.fetch_add(1), random());
+  f->root_ = absl::StrCat(options.shm_root, "/tether-sim-", ::getpid(), "-",
+                          counter.fetch_add(1), "-",
+                          absl::Hex(random(), absl::kZeroPad8));
   shm::ChannelOptions shm_options;
   shm_options.root = f->root_;
   shm_options.instance = "sim";

@@ -27,9 +27,8 @@ absl::StatusOr<std::unique_ptr<UringEventLoop>> UringEventLoop::Create(
     return absl::InvalidArgumentError(
         "UringEventLoopOptions: give stop_signals or stop_fd, not both");
   }
-  const int fd = options.stop_signals != nullptr ? options.stop_signals->fd()
-                                                 : options.stop_fd;
-  if (absl::Status s = loop->loop_driver.WatchStop(fd, options.stop_signals);
+  if (absl::Status s =
+          loop->loop_driver.WatchStop(options.stop_fd, options.stop_signals);
       !s.ok()) {
     return s;
   }

@@ -30,6 +30,7 @@ uint32_t RoundUpPow2(uint64_t v) {
 struct Output {
   std::unique_ptr<transport::ChannelHandle> handle;
   std::unique_ptr<transport::RawPublisher> publisher;
+  std::unique_ptr<transport::BuildArena> arena;
 };
 
 // Sleeps until `deadline` or the stop fd; true if stopped.
@@ -104,6 +105,7 @@ absl::StatusOr<BagReplayResult> ReplayBag(ros1msg::BagReader& bag,
         transport::RawPublisher::Create(out.handle.get());
     if (!p.ok()) return p.status();
     out.publisher = std::move(*p);
+    out.arena = std::make_unique<transport::BuildArena>(out.handle->params().slot_size);
     outputs.emplace(channel, std::move(out));
   }
 
@@ -158,11 +160,13 @@ absl::StatusOr<BagReplayResult> ReplayBag(ros1msg::BagReader& bag,
       continue;
     }
     transport::FinishResult f = ros1msg::BuildEnvelope(
-        loan, out.handle->name(), h, m.data.size(), [&](std::span<uint8_t> dst) {
+        out.arena.get(), loan, out.handle->name(), h, m.data.size(),
+        [&](std::span<uint8_t> dst) {
           std::memcpy(dst.data(), m.data.data(), m.data.size());
         });
     if (!f.ok()) return absl::InternalError(f.ErrorMessage());
-    if (out.publisher->Send(f.size).status != transport::PublishStatus::kOk) {
+    if (out.publisher->Send(f.size, nullptr, f.offset).status !=
+        transport::PublishStatus::kOk) {
       ++result.dropped;
       continue;
     }

@@ -67,6 +67,7 @@ struct RosToTether {
   const ros1msg::CommonType* typed = nullptr;
   std::unique_ptr<transport::ChannelHandle> handle;
   std::unique_ptr<transport::RawPublisher> publisher;
+  std::unique_ptr<transport::BuildArena> arena;  // the publisher's
   ros::Subscriber subscriber;  // main thread only
   Counters counters;
   ErrorText error;
@@ -214,6 +215,7 @@ class Bridge::Impl {
 
   std::unique_ptr<transport::ChannelHandle> status_handle_;
   std::unique_ptr<transport::RawPublisher> status_publisher_;
+  std::unique_ptr<transport::BuildArena> status_arena_;
 
   std::mutex log_mu_;
   std::mutex note_mu_;
@@ -294,6 +296,8 @@ absl::Status Bridge::Impl::Init() {
         transport::RawPublisher::Create(status_handle_.get());
     if (!p.ok()) return p.status();
     status_publisher_ = std::move(*p);
+    status_arena_ = std::make_unique<transport::BuildArena>(
+        status_handle_->params().slot_size);
   }
   publisher_thread_ = std::thread([this] { PublisherThread(); });
   return absl::OkStatus();
@@ -345,6 +349,7 @@ absl::Status Bridge::Impl::AddRosToTether(const std::string& ros_topic,
       transport::RawPublisher::Create(r->handle.get());
   if (!p.ok()) return p.status();
   r->publisher = std::move(*p);
+  r->arena = std::make_unique<transport::BuildArena>(r->handle->params().slot_size);
   Log(absl::StrCat("ROS ", ros_topic, " -> tether ", channel, " (",
                    r->typed != nullptr ? r->typed->schema.getProto().getDisplayName().cStr()
                                        : "RosEnvelope",
@@ -758,7 +763,7 @@ void Bridge::Impl::OnRosMessage(
                                 " (md5 ", r->typed->md5sum, ")"));
       return;
     }
-    transport::SlotMessageBuilder builder(loan, r->channel);
+    transport::SlotMessageBuilder builder(r->arena.get(), loan, r->channel);
     absl::Status s;
     try {
       capnp::DynamicStruct::Builder root =
@@ -785,7 +790,7 @@ void Bridge::Impl::OnRosMessage(
     h.origin_graph = graph_;
     h.origin_bridge = link_->node();
     const bool have_bytes = latching;
-    finish = ros1msg::BuildEnvelope(loan, r->channel, h, size,
+    finish = ros1msg::BuildEnvelope(r->arena.get(), loan, r->channel, h, size,
                                     [&](std::span<uint8_t> out) {
                                       if (have_bytes) {
                                         std::memcpy(out.data(), r->scratch.data(), size);
@@ -800,7 +805,8 @@ void Bridge::Impl::OnRosMessage(
     r->error.Set(finish.ErrorMessage());
     return;
   }
-  const transport::PublishResult sent = r->publisher->Send(finish.size);
+  const transport::PublishResult sent =
+      r->publisher->Send(finish.size, nullptr, finish.offset);
   if (sent.status != transport::PublishStatus::kOk) {
     r->counters.dropped_full.fetch_add(1, std::memory_order_relaxed);
     r->error.Set(absl::StrCat("send: ", transport::ToString(sent.status)));
@@ -927,7 +933,8 @@ void Bridge::Impl::PublishStatus() {
   if (status_publisher_ == nullptr) return;
   std::span<std::byte> loan = status_publisher_->Loan();
   if (loan.empty()) return;
-  transport::SlotMessageBuilder builder(loan, status_handle_->name());
+  transport::SlotMessageBuilder builder(status_arena_.get(), loan,
+                                       status_handle_->name());
   BridgeStatus::Builder st = builder.initRoot<BridgeStatus>();
   st.setTimeNs(static_cast<int64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -981,7 +988,7 @@ void Bridge::Impl::PublishStatus() {
     o.setError(r->error.Get());
   }
   transport::FinishResult f = builder.Finish();
-  if (f.ok()) (void)status_publisher_->Send(f.size);
+  if (f.ok()) (void)status_publisher_->Send(f.size, nullptr, f.offset);
 }
 
 void Bridge::Impl::Shutdown() {

@@ -28,6 +28,7 @@ struct Snapshot {
   std::vector<uint64_t> ring;
   std::vector<uint64_t> states;
   std::vector<uint32_t> sizes;
+  std::vector<uint32_t> offsets;
 };
 
 // What is wrong in `snap`, or empty.
@@ -102,10 +103,12 @@ std::string FindProblem(const Snapshot& snap, const QueueParams& p) {
                             ": the slot headers are overwritten");
       }
     }
-    if (snap.sizes[s] > p.slot_size) {
+    if (snap.sizes[s] > p.slot_size ||
+        snap.offsets[s] > p.slot_size - snap.sizes[s]) {
       return absl::StrCat("slot ", s, " claims a message of ", snap.sizes[s],
-                          " bytes, larger than its ", p.slot_size,
-                          ": the slot headers are overwritten");
+                          " bytes at offset ", snap.offsets[s],
+                          ", outside its ", p.slot_size,
+                          " bytes: the slot headers are overwritten");
     }
     if (internal::IsMessage(state)) {
       if (state > after) {
@@ -140,6 +143,7 @@ absl::Status Channel::CheckConsistency() const {
   snap.ring.resize(params_.queue_depth);
   snap.states.resize(params_.pool_size());
   snap.sizes.resize(params_.pool_size());
+  snap.offsets.resize(params_.pool_size());
   // A finding is re-checked once: a racing commit can show a moment that a
   // second look does not.
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -150,6 +154,7 @@ absl::Status Channel::CheckConsistency() const {
     for (uint64_t s = 0; s < params_.pool_size(); ++s) {
       snap.states[s] = slot_header(s)->state.load(std::memory_order_acquire);
       snap.sizes[s] = slot_header(s)->size.load(std::memory_order_relaxed);
+      snap.offsets[s] = slot_header(s)->offset.load(std::memory_order_relaxed);
     }
     snap.tail_after = header_->tail.load(std::memory_order_acquire);
     problem = FindProblem(snap, params_);

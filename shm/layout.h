@@ -256,6 +256,9 @@ struct alignas(kCacheLine) SlotHeader {
   std::atomic<uint32_t> size;
   std::atomic<uint32_t> publisher_pid;
   std::atomic<uint32_t> publisher_index;
+  // Where the message starts in the payload (bytes, a multiple of 8);
+  // offset + size <= slot_size.
+  std::atomic<uint32_t> offset;
 };
 
 static_assert(std::is_standard_layout_v<ChannelHeader>);

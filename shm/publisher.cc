@@ -121,8 +121,9 @@ SendResult Publisher::Fail(SendStatus status) {
   return {status};
 }
 
-SendResult Publisher::Send(size_t size, const SendTimes* times) {
-  SendResult r = SendImpl(size, times);
+SendResult Publisher::Send(size_t size, const SendTimes* times,
+                           size_t offset) {
+  SendResult r = SendImpl(size, times, offset);
   // A SIGBUS during the send (the file shrank) was absorbed by the mapping
   // guard: the message went to zero pages, not the channel.
   if (r.status == SendStatus::kOk && channel_->corrupt()) {
@@ -131,11 +132,14 @@ SendResult Publisher::Send(size_t size, const SendTimes* times) {
   return r;
 }
 
-SendResult Publisher::SendImpl(size_t size, const SendTimes* times) {
+SendResult Publisher::SendImpl(size_t size, const SendTimes* times,
+                               size_t offset) {
   if (channel_->corrupt()) return Fail(SendStatus::kCorrupt);
   if (loan_ < 0 && Loan().empty()) return Fail(SendStatus::kNoLoan);
   const QueueParams& p = channel_->params();
-  if (size > p.slot_size) return Fail(SendStatus::kTooLarge);
+  if (size > p.slot_size || offset > p.slot_size - size || offset % 8 != 0) {
+    return Fail(SendStatus::kTooLarge);
+  }
   internal::ChannelHeader* h = channel_->header();
   const uint64_t slot = static_cast<uint64_t>(loan_);
   SlotHeader* sh = channel_->slot_header(slot);
@@ -148,6 +152,7 @@ SendResult Publisher::SendImpl(size_t size, const SendTimes* times) {
     return Fail(SendStatus::kCorrupt);
   }
   sh->size.store(static_cast<uint32_t>(size), std::memory_order_relaxed);
+  sh->offset.store(static_cast<uint32_t>(offset), std::memory_order_relaxed);
   sh->publisher_pid.store(pid_, std::memory_order_relaxed);
   sh->publisher_index.store(index_, std::memory_order_relaxed);
   sh->publisher_sequence.store(sequence_, std::memory_order_relaxed);

@@ -65,12 +65,15 @@ class Publisher {
   // previous send found its next slot pinned).
   std::span<std::byte> Loan();
 
-  // Commits the first `size` bytes of the loan as the next message, wakes
-  // sleeping readers, and takes the evicted slot as the next loan.
-  // RT-safe: lock-free, never blocks or waits for a reader, no allocation,
-  // O(1) in the number of readers, at most one syscall (FUTEX_WAKE, only
-  // when a reader sleeps). With `times` null the send is stamped now.
-  SendResult Send(size_t size, const SendTimes* times = nullptr);
+  // Commits `size` bytes of the loan, starting `offset` bytes into it (a
+  // multiple of 8; offset + size <= slot_size, else kTooLarge), as the next
+  // message, wakes sleeping readers, and takes the evicted slot as the next
+  // loan. RT-safe: lock-free, never blocks or waits for a reader, no
+  // allocation, O(1) in the number of readers, at most one syscall
+  // (FUTEX_WAKE, only when a reader sleeps). With `times` null the send is
+  // stamped now.
+  SendResult Send(size_t size, const SendTimes* times = nullptr,
+                  size_t offset = 0);
 
   uint32_t index() const { return index_; }
   uint64_t messages_sent() const { return sequence_; }
@@ -86,7 +89,7 @@ class Publisher {
   void TakeNextLoan(uint64_t evicted_slot, uint64_t evicted_state);
   // Counts a failed send and returns it.
   SendResult Fail(SendStatus status);
-  SendResult SendImpl(size_t size, const SendTimes* times);
+  SendResult SendImpl(size_t size, const SendTimes* times, size_t offset);
 
   Channel* const channel_;
   const uint32_t index_;

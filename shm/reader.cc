@@ -106,14 +106,16 @@ Reader::Take Reader::TryTake(uint64_t slot, uint64_t q, MessageView* view) {
     }
     return Take::kGone;
   }
-  uint32_t size = sh->size.load(std::memory_order_relaxed);
-  if (size > p.slot_size) {
+  const uint32_t size = sh->size.load(std::memory_order_relaxed);
+  const uint32_t offset = sh->offset.load(std::memory_order_relaxed);
+  if (size > p.slot_size || offset > p.slot_size - size || offset % 8 != 0) {
     Release();
     channel_->ReportCorruption(
-        "a message is larger than its slot (queue index, size)", q, size);
+        "a message does not lie inside its slot (queue index, offset + size)",
+        q, uint64_t{offset} + size);
     return Take::kCorrupt;
   }
-  view->data = {channel_->payload(slot), size};
+  view->data = {channel_->payload(slot) + offset, size};
   view->queue_index = q;
   view->monotonic_send_ns = sh->monotonic_ns.load(std::memory_order_relaxed);
   view->realtime_send_ns = sh->realtime_ns.load(std::memory_order_relaxed);

@@ -28,7 +28,12 @@ shm::ChannelOptions RootInstanceFrom(const ParsedArgs& args) {
 absl::StatusOr<std::unique_ptr<transport::ChannelHandle>> OpenChannelByName(
     const shm::ChannelOptions& options, const std::string& name) {
   auto handle = transport::ChannelHandle::Open(options, name);
-  if (handle.ok() || !absl::IsNotFound(handle.status())) return handle;
+  if (handle.ok()) {
+    // A corrupt channel is reported, never read as if it were fine.
+    if (absl::Status s = (*handle)->CheckConsistency(); !s.ok()) return s;
+    return handle;
+  }
+  if (!absl::IsNotFound(handle.status())) return handle;
   std::string where = options.root + "/" + options.instance;
   absl::StatusOr<std::vector<std::string>> names = shm::Channel::List(options);
   std::string existing;

@@ -37,7 +37,8 @@ struct TypedChannel {
   capnp::StructSchema type;
 };
 
-// Opens `name`; NotFound lists the channels that do exist in the instance.
+// Opens `name`; NotFound lists the channels that do exist in the instance;
+// DataLoss (what is wrong, where, how to fix) if its memory is corrupt.
 absl::StatusOr<std::unique_ptr<transport::ChannelHandle>> OpenChannelByName(
     const shm::ChannelOptions& options, const std::string& name);
 absl::StatusOr<TypedChannel> OpenTypedChannel(

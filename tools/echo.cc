@@ -71,6 +71,7 @@ int RunEcho(const EchoOptions& options, std::ostream& out, std::ostream& err) {
       options.rate_hz > 0 ? static_cast<int64_t>(1e9 / options.rate_hz) : 0;
   int64_t next_print_ns = 0;
   uint64_t printed = 0, skipped = 0, missed = 0, bad = 0;
+  uint64_t reported_missed = 0;  // the part of `missed` the reader reported
   std::vector<uint64_t> copy;  // unpinned: aligned copy of the message
   // Bridged ROS messages: the ROS message itself, decoded with the
   // definition the envelope carries.
@@ -89,12 +90,18 @@ int RunEcho(const EchoOptions& options, std::ostream& out, std::ostream& err) {
     }
     if (status != transport::ReceiveStatus::kOk) {
       err << "tether echo: " << options.channel << ": "
-          << transport::ToString(status) << "\n";
+          << transport::ToString(status);
+      if (channel->handle->corrupt()) {
+        err << ": " << channel->handle->corruption() << "; remove "
+            << channel->handle->path() << " and restart the stack's nodes on it";
+      }
+      err << "\n";
       exit_code = kExitFailure;
       break;
     }
     if (m.context.missed > 0) {
       missed += m.context.missed;
+      reported_missed += m.context.missed;
       err << "tether echo: missed " << m.context.missed
           << " messages before queue index " << m.context.queue_index << "\n";
     }
@@ -132,6 +139,9 @@ int RunEcho(const EchoOptions& options, std::ostream& out, std::ostream& err) {
     ++printed;
     if (min_gap_ns > 0) next_print_ns = now + min_gap_ns;
   }
+  // The reader's own count also holds losses no later message reported;
+  // the rest of `missed` are copies overwritten while read (unpinned).
+  missed = (*sub)->total_missed() + (missed - reported_missed);
   err << "tether echo: " << printed << " printed";
   if (skipped > 0) err << ", " << skipped << " skipped by --rate";
   err << ", missed " << missed;

@@ -33,6 +33,11 @@ std::string FormatChannelTable(
       absl::StrAppendFormat(&out, "%-*s  error: %s\n", name_w, c.name, c.error);
       continue;
     }
+    if (!c.corruption.empty()) {
+      absl::StrAppendFormat(&out, "%-*s  CORRUPT: %s\n", name_w, c.name,
+                            c.corruption);
+      continue;
+    }
     absl::StrAppendFormat(
         &out, "%-*s  %-*s  %9s  %6u  %8g  %10u  %4d  %4d  %9s\n", name_w,
         c.name, type_w, c.type_name, HumanBytes(c.max_size),
@@ -53,6 +58,10 @@ std::string FormatChannelJson(
       w.Key("error").String(c.error).EndObject();
       continue;
     }
+    if (!c.corruption.empty()) {
+      w.Key("corrupt").String(c.corruption).EndObject();
+      continue;
+    }
     w.Key("type").String(c.type_name)
         .Key("type_id").String(absl::StrFormat("0x%016x", c.type_id))
         .Key("max_size").Uint(c.max_size)
@@ -64,6 +73,7 @@ std::string FormatChannelJson(
         .Key("publishers").Int(c.stats.publishers)
         .Key("pinning_readers").Int(c.stats.pinning_readers)
         .Key("sleepers").Uint(c.stats.sleepers)
+        .Key("send_failures").Uint(c.stats.send_failures)
         .Key("file_bytes").Uint(c.stats.file_size)
         .EndObject();
   }

@@ -60,8 +60,10 @@ ArgParser ListParser() {
       "tether list",
       "Lists the channels of a stack instance: message type, max size, queue\n"
       "depth, rate, messages sent so far, registered publishers and pinning\n"
-      "readers, and the shared memory each takes. Opening a channel also\n"
-      "reclaims what dead processes left in it.");
+      "readers, and the shared memory each takes. Each channel's memory is\n"
+      "checked: a corrupt one is shown with what is wrong and where. Opening\n"
+      "a channel also reclaims what dead processes left in it. Exits 1 if a\n"
+      "channel cannot be read or is corrupt.");
   AddRootInstanceOptions(parser);
   parser.AddFlag("json", "print one JSON object");
   return parser;
@@ -76,6 +78,10 @@ int RunList(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   }
   out << (args.Flag("json") ? FormatChannelJson(*channels)
                             : FormatChannelTable(*channels));
+  // A channel that cannot be read or is corrupt is a failure, not a row.
+  for (const transport::ChannelSummary& c : *channels) {
+    if (!c.error.empty() || !c.corruption.empty()) return kExitFailure;
+  }
   return kExitOk;
 }
 

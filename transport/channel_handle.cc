@@ -148,6 +148,9 @@ absl::StatusOr<std::vector<ChannelSummary>> ListChannels(
       s.frequency_hz = (*h)->frequency_hz();
       s.params = (*h)->params();
       s.stats = (*h)->stats();
+      if (absl::Status c = (*h)->CheckConsistency(); !c.ok()) {
+        s.corruption = std::string(c.message());
+      }
     }
     out.push_back(std::move(s));
   }

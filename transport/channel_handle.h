@@ -101,11 +101,15 @@ struct ChannelSummary {
   shm::QueueParams params;
   shm::ChannelStats stats;
   std::string error;  // non-empty if the channel could not be read
+  // Non-empty if its memory is corrupt: what is wrong and where (stats are
+  // then not to be trusted).
+  std::string corruption;
 };
 
 // Every channel under options.root/options.instance, sorted by name. A
-// channel that cannot be opened is listed with `error` set (never skipped
-// silently). Setup/tool use: opens each file.
+// channel that cannot be opened is listed with `error` set, one whose memory
+// fails the consistency check with `corruption` (never skipped silently).
+// Setup/tool use: opens and checks each file.
 absl::StatusOr<std::vector<ChannelSummary>> ListChannels(
     const shm::ChannelOptions& options);
 

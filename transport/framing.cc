@@ -24,20 +24,14 @@ constexpr size_t kMaxSegmentWords = (size_t{1} << 29) - 1;
 // First spill mapping; later ones double.
 constexpr size_t kMinSpillWords = 8192;
 
-struct Table {
-  uint32_t count_minus_one;
-  uint32_t words;
-};
-
-Table LoadTable(const void* p) {
-  uint32_t v[2];
-  std::memcpy(v, p, sizeof(v));
-  return {v[0], v[1]};
+uint32_t LoadU32(const void* p, size_t index) {
+  uint32_t v;
+  std::memcpy(&v, static_cast<const char*>(p) + 4 * index, sizeof(v));
+  return v;
 }
 
-void StoreTable(void* p, uint32_t words) {
-  const uint32_t v[2] = {0, words};
-  std::memcpy(p, v, sizeof(v));
+void StoreU32(void* p, size_t index, uint32_t v) {
+  std::memcpy(static_cast<char*>(p) + 4 * index, &v, sizeof(v));
 }
 
 [[noreturn]] void Die(const char* what, size_t value) {
@@ -58,48 +52,77 @@ size_t CheckSlot(std::span<const std::byte> slot) {
   return slot.size() / 8;
 }
 
-// How many words after the table may be non-zero (see the invariant in
-// framing.h); the whole segment area if word 0 is not a one-segment table
-// that fits.
-size_t DirtyWords(const capnp::word* slot, size_t segment_words) {
-  const Table table = LoadTable(slot);
-  if (table.count_minus_one != 0 || table.words > segment_words) {
-    return segment_words;
-  }
-  return table.words;
-}
+// Words of a segment table for `count` segments.
+size_t TableWords(uint32_t count) { return (1 + count + 1) / 2; }
 
 struct Framing {
-  FramingStatus status;
-  size_t words;
+  FramingStatus status = FramingStatus::kOk;
+  uint32_t count = 0;
+  // Offset (words from the start) and size of each segment.
+  size_t start[kMaxSegments] = {};
+  size_t words[kMaxSegments] = {};
 };
 
+// Parses the segment table. Never reads outside `bytes`.
 Framing CheckFraming(std::span<const std::byte> bytes, bool need_alignment) {
+  Framing f;
   if (need_alignment && reinterpret_cast<uintptr_t>(bytes.data()) % 8 != 0) {
-    return {FramingStatus::kMisaligned, 0};
+    f.status = FramingStatus::kMisaligned;
+    return f;
   }
   if (bytes.size() < 16 || bytes.size() % 8 != 0) {
-    return {FramingStatus::kTruncated, 0};
+    f.status = FramingStatus::kTruncated;
+    return f;
   }
-  const Table table = LoadTable(bytes.data());
-  if (table.count_minus_one != 0) return {FramingStatus::kBadSegmentCount, 0};
-  if (table.words == 0 || table.words != bytes.size() / 8 - 1) {
-    return {FramingStatus::kSizeMismatch, 0};
+  const uint32_t count_minus_one = LoadU32(bytes.data(), 0);
+  if (count_minus_one >= kMaxSegments) {
+    f.status = FramingStatus::kBadSegmentCount;
+    return f;
   }
-  return {FramingStatus::kOk, table.words};
+  f.count = count_minus_one + 1;
+  const size_t table = TableWords(f.count);
+  const size_t total = bytes.size() / 8;
+  if (table >= total) {
+    f.status = FramingStatus::kTruncated;
+    return f;
+  }
+  size_t at = table;
+  for (uint32_t i = 0; i < f.count; ++i) {
+    const uint32_t w = LoadU32(bytes.data(), 1 + i);
+    if ((i == 0 && w == 0) || w > total - at) {
+      f.status = FramingStatus::kSizeMismatch;
+      return f;
+    }
+    f.start[i] = at;
+    f.words[i] = w;
+    at += w;
+  }
+  if (at != total) f.status = FramingStatus::kSizeMismatch;
+  return f;
+}
+
+// Cap'n Proto wire pointers (encoding spec: kind in bits 0-1).
+uint64_t ListPointerToBytes(int64_t offset_words, uint64_t count) {
+  constexpr uint64_t kList = 1, kByte = 2;
+  return kList | (static_cast<uint64_t>(offset_words & 0x3fffffff) << 2) |
+         (kByte << 32) | (count << 35);
+}
+uint64_t FarPointer(uint64_t landing_pad_word, uint32_t segment) {
+  constexpr uint64_t kFar = 2;
+  return kFar | (landing_pad_word << 3) | (uint64_t{segment} << 32);
 }
 
 capnp::ReaderOptions MakeReaderOptions(std::span<const std::byte> bytes,
                                        const ReadOptions& options) {
-  const Framing framing = CheckFraming(bytes, /*need_alignment=*/true);
-  capnp::ReaderOptions result;
-  // Budget the eager walk (about one pass over the segment) on top of the
+  // Budget the eager walk (about one pass over the message) on top of the
   // caller's limit.
+  const uint64_t words = bytes.size() / 8;
+  capnp::ReaderOptions result;
   const uint64_t limit = options.traversal_limit_words;
   result.traversalLimitInWords =
-      limit > std::numeric_limits<uint64_t>::max() - framing.words
+      limit > std::numeric_limits<uint64_t>::max() - words
           ? std::numeric_limits<uint64_t>::max()
-          : limit + framing.words;
+          : limit + words;
   result.nestingLimit = options.nesting_limit;
   return result;
 }
@@ -122,6 +145,8 @@ const char* FramingStatusName(FramingStatus status) {
       return "segment size mismatch";
     case FramingStatus::kMalformed:
       return "malformed";
+    case FramingStatus::kBadBlob:
+      return "bad blob";
   }
   return "unknown";
 }
@@ -137,6 +162,11 @@ std::string FinishResult::ErrorMessage() const {
                           capacity,
                           " bytes; raise the channel's maxSize in the stack "
                           "config");
+    case FramingStatus::kBadBlob:
+      return absl::StrCat("message on channel ", channel,
+                          ": InitBlob() was given a field that is not a Data "
+                          "field of a struct of this message, or more than ",
+                          SlotMessageBuilder::kMaxBlobs, " blobs");
     default:
       return absl::StrCat("message for channel ", channel,
                           " is not valid framing: ", FramingStatusName(status));
@@ -145,13 +175,33 @@ std::string FinishResult::ErrorMessage() const {
 
 // ---------------------------------------------------------------------------
 
-SlotMessageBuilder::SlotMessageBuilder(std::span<std::byte> slot,
-                                       std::string_view channel,
-                                       SlotContents contents)
-    : slot_(reinterpret_cast<capnp::word*>(slot.data())),
+BuildArena::BuildArena(size_t bytes) {
+  words_ = (bytes + 7) / 8;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  mapped_bytes_ = std::max(page, (words_ * 8 + page - 1) / page * page);
+  void* m = mmap(nullptr, mapped_bytes_, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) Die("cannot map a build arena; bytes", mapped_bytes_);
+  base_ = static_cast<capnp::word*>(m);
+  dirty_words_ = 0;  // fresh anonymous memory is zero
+}
+
+BuildArena::~BuildArena() {
+  if (base_ != nullptr) munmap(base_, mapped_bytes_);
+}
+
+SlotMessageBuilder::SlotMessageBuilder(BuildArena* arena,
+                                       std::span<std::byte> slot,
+                                       std::string_view channel)
+    : arena_(arena),
+      slot_(reinterpret_cast<capnp::word*>(slot.data())),
       slot_words_(CheckSlot(slot)),
       channel_(channel),
-      contents_(contents) {}
+      blob_floor_words_(slot_words_) {
+  if (slot_words_ > arena->words_) {
+    Die("slot is larger than the publisher's build arena; words", slot_words_);
+  }
+}
 
 SlotMessageBuilder::~SlotMessageBuilder() noexcept(false) {
   // Cap'n Proto's arena, destroyed after this, does not read its segments.
@@ -162,18 +212,19 @@ SlotMessageBuilder::~SlotMessageBuilder() noexcept(false) {
 
 kj::ArrayPtr<capnp::word> SlotMessageBuilder::allocateSegment(
     capnp::uint minimum_size) {
+  // Segment 0 may use the whole slot but its table word.
   const size_t segment_words = slot_words_ - 1;
-  if (!slot_handed_out_) {
-    slot_handed_out_ = true;
-    const size_t dirty = contents_ == SlotContents::kUnknown
-                             ? segment_words
-                             : DirtyWords(slot_, segment_words);
-    // Until Finish() the whole slot counts as dirty: a build that is
-    // abandoned, overflows or dies half way leaves the next one zeroing all.
-    StoreTable(slot_, static_cast<uint32_t>(segment_words));
-    std::memset(static_cast<void*>(slot_ + 1), 0, dirty * sizeof(capnp::word));
+  if (!arena_handed_out_) {
+    arena_handed_out_ = true;
+    // Only what the previous message used can be dirty (trusted: the arena
+    // is private). Until Finish() the whole segment counts as dirty: a
+    // build that is abandoned or overflows leaves the next one zeroing all.
+    const size_t dirty = std::min(arena_->dirty_words_, segment_words);
+    std::memset(static_cast<void*>(arena_->base_), 0,
+                dirty * sizeof(capnp::word));
+    arena_->dirty_words_ = std::max(arena_->dirty_words_, segment_words);
     if (minimum_size <= segment_words) {
-      return kj::arrayPtr(slot_ + 1, segment_words);
+      return kj::arrayPtr(arena_->base_, segment_words);
     }
     // Not even the first object fits: spill right away.
   }
@@ -194,48 +245,117 @@ kj::ArrayPtr<capnp::word> SlotMessageBuilder::allocateSegment(
   return kj::arrayPtr(static_cast<capnp::word*>(address), words);
 }
 
+std::span<std::byte> SlotMessageBuilder::InitBlob(
+    capnp::AnyStruct::Builder s, capnp::StructSchema::Field field,
+    size_t size, BlobFill fill) {
+  const auto proto = field.getProto();
+  if (blob_count_ == kMaxBlobs || !proto.isSlot() ||
+      !field.getType().isData() || size > (size_t{1} << 29) - 1) {
+    blob_misuse_ = true;
+    return {};
+  }
+  const uint32_t index = proto.getSlot().getOffset();
+  if (index >= s.getPointerSection().size()) {
+    blob_misuse_ = true;
+    return {};
+  }
+  // The pointer section follows the data section (Cap'n Proto's struct
+  // layout); the struct must lie in segment 0, i.e. the arena.
+  const kj::ArrayPtr<kj::byte> data = s.getDataSection();
+  const auto* pointer =
+      reinterpret_cast<const capnp::word*>(data.end()) + index;
+  if (pointer < arena_->base_ || pointer >= arena_->base_ + slot_words_) {
+    blob_misuse_ = true;
+    return {};
+  }
+  const size_t words = 1 + (size + 7) / 8;
+  // Blobs go from the slot's end backwards; the table and segment 0 need
+  // at least two words before them.
+  if (words + 2 > blob_floor_words_) {
+    blob_overflow_ = true;
+    return {};
+  }
+  blob_floor_words_ -= words;
+  Blob& b = blobs_[blob_count_++];
+  b.pointer_word = static_cast<size_t>(pointer - arena_->base_);
+  b.first_word = blob_floor_words_;
+  b.words = words;
+  b.bytes = size;
+  std::byte* bytes = reinterpret_cast<std::byte*>(slot_ + b.first_word + 1);
+  // The padding of the last word must not show an earlier message's bytes.
+  if (size % 8 != 0) slot_[b.first_word + words - 1] = capnp::word();
+  if (fill == BlobFill::kZeroed) std::memset(bytes, 0, size);
+  return {bytes, size};
+}
+
 FinishResult SlotMessageBuilder::Finish() {
-  if (!slot_handed_out_) {
+  if (!arena_handed_out_) {
     // No root yet: allocate the (null) root pointer.
     (void)getRoot<capnp::AnyPointer>();
   }
   const auto segments = getSegmentsForOutput();
+  uint64_t blob_words = 0;
+  for (int i = 0; i < blob_count_; ++i) blob_words += blobs_[i].words;
+  if (blob_misuse_) {
+    return {FramingStatus::kBadBlob, 0, 0, capacity(), channel_};
+  }
   if (overflowed()) {
     uint64_t words = 0;
     for (const auto& segment : segments) words += segment.size();
-    return {FramingStatus::kOverflow, (1 + words) * sizeof(capnp::word),
-            capacity(), channel_};
+    return {FramingStatus::kOverflow,
+            (TableWords(1 + blob_count_) + words + blob_words) *
+                sizeof(capnp::word),
+            0, capacity(), channel_};
   }
-  const size_t words = segments[0].size();
-  StoreTable(slot_, static_cast<uint32_t>(words));
-  return {FramingStatus::kOk, (1 + words) * sizeof(capnp::word), capacity(),
-          channel_};
+  const size_t n0 = segments[0].size();
+  const uint32_t count = 1 + static_cast<uint32_t>(blob_count_);
+  const size_t table = TableWords(count);
+  // [start] table, segment 0, then the blobs up to the slot's end.
+  if (table + n0 > blob_floor_words_) {
+    return {FramingStatus::kOverflow,
+            (table + n0 + blob_words) * sizeof(capnp::word), 0, capacity(),
+            channel_};
+  }
+  const size_t start = blob_count_ == 0 ? 0 : blob_floor_words_ - n0 - table;
+  capnp::word* out = slot_ + start;
+  // The table's last half word is padding: zero it with the table.
+  std::memset(static_cast<void*>(out), 0, table * sizeof(capnp::word));
+  StoreU32(out, 0, count - 1);
+  StoreU32(out, 1, static_cast<uint32_t>(n0));
+  // Blobs lie in the slot from the last one made (lowest) to the first.
+  for (int k = blob_count_ - 1, id = 1; k >= 0; --k, ++id) {
+    StoreU32(out, 1 + id, static_cast<uint32_t>(blobs_[k].words));
+  }
+  std::memcpy(static_cast<void*>(out + table), arena_->base_,
+              n0 * sizeof(capnp::word));
+  for (int k = blob_count_ - 1, id = 1; k >= 0; --k, ++id) {
+    const Blob& b = blobs_[k];
+    const uint64_t pad = ListPointerToBytes(0, b.bytes);
+    const uint64_t far = FarPointer(0, static_cast<uint32_t>(id));
+    std::memcpy(static_cast<void*>(slot_ + b.first_word), &pad, 8);
+    std::memcpy(static_cast<void*>(out + table + b.pointer_word), &far, 8);
+  }
+  arena_->dirty_words_ = n0;
+  const size_t words =
+      blob_count_ == 0 ? table + n0 : slot_words_ - start;
+  return {FramingStatus::kOk, words * sizeof(capnp::word),
+          start * sizeof(capnp::word), capacity(), channel_};
 }
 
 FinishResult CopyMessageIntoSlot(std::span<const std::byte> framed,
                                  std::span<std::byte> slot,
                                  std::string_view channel) {
-  const size_t slot_words = CheckSlot(slot);
+  (void)CheckSlot(slot);
   const uint64_t capacity = slot.size();
   const Framing framing = CheckFraming(framed, /*need_alignment=*/false);
   if (framing.status != FramingStatus::kOk) {
-    return {framing.status, 0, capacity, channel};
+    return {framing.status, 0, 0, capacity, channel};
   }
   if (framed.size() > slot.size()) {
-    return {FramingStatus::kOverflow, framed.size(), capacity, channel};
+    return {FramingStatus::kOverflow, framed.size(), 0, capacity, channel};
   }
-  auto* words = reinterpret_cast<capnp::word*>(slot.data());
-  const size_t segment_words = slot_words - 1;
-  const size_t dirty = DirtyWords(words, segment_words);
-  StoreTable(words, static_cast<uint32_t>(segment_words));
-  if (dirty > framing.words) {
-    std::memset(static_cast<void*>(words + 1 + framing.words), 0,
-                (dirty - framing.words) * sizeof(capnp::word));
-  }
-  std::memcpy(static_cast<void*>(words + 1), framed.data() + 8,
-              framing.words * sizeof(capnp::word));
-  StoreTable(words, static_cast<uint32_t>(framing.words));
-  return {FramingStatus::kOk, framed.size(), capacity, channel};
+  std::memcpy(slot.data(), framed.data(), framed.size());
+  return {FramingStatus::kOk, framed.size(), 0, capacity, channel};
 }
 
 // ---------------------------------------------------------------------------
@@ -246,15 +366,18 @@ SlotMessageReader::SlotMessageReader(std::span<const std::byte> bytes,
   const Framing framing = CheckFraming(bytes, /*need_alignment=*/true);
   status_ = framing.status;
   if (status_ == FramingStatus::kOk) {
-    segment_ = kj::arrayPtr(
-        reinterpret_cast<const capnp::word*>(bytes.data()) + 1, framing.words);
+    const auto* words = reinterpret_cast<const capnp::word*>(bytes.data());
+    segment_count_ = framing.count;
+    for (uint32_t i = 0; i < framing.count; ++i) {
+      segments_[i] = kj::arrayPtr(words + framing.start[i], framing.words[i]);
+    }
   }
 }
 
 SlotMessageReader::~SlotMessageReader() noexcept(false) = default;
 
 kj::ArrayPtr<const capnp::word> SlotMessageReader::getSegment(capnp::uint id) {
-  if (id == 0) return segment_;
+  if (id < segment_count_) return segments_[id];
   return nullptr;
 }
 

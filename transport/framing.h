@@ -1,27 +1,37 @@
 // transport: Cap'n Proto messages in shared-memory slots. A slot holds one
-// message in standard stream framing (segment table word + one segment),
-// built in place without touching the heap and read in place, bounds-checked.
+// message in standard stream framing (segment table + segments), built by
+// the publisher without touching the heap and read in place, bounds-checked.
 //
-// Slot layout (all little-endian, 8-byte aligned):
-//   word 0      segment table {segment count - 1 = 0, segment size n in words}
-//   words 1..n  the segment (root pointer first)
-// so the first 8 + 8n bytes are what capnp::FlatArrayMessageReader,
+// Building (SlotMessageBuilder). The message's structs, lists and text are
+// built in the publisher's own private memory (a BuildArena) and copied into
+// the slot by Finish(); large Data fields ("blobs", e.g. an image) can be
+// written by the producer directly in the slot, never zeroed or copied.
+//  - Why private: a slot is shared memory that another process can write at
+//    any time (a bug, a hostile process). Cap'n Proto's builder follows the
+//    pointers it wrote earlier; building in place would let garbage written
+//    under it send the builder out of bounds. Building privately, the
+//    publisher never reads shared memory while it builds: bounds are its
+//    own, and the copy (one memcpy of the non-blob part, usually a few
+//    hundred bytes) is the price.
+//  - Zeroing: Cap'n Proto builds into zeroed memory. The arena keeps a
+//    private, trusted bound on its dirty words (the previous message's
+//    size; the whole arena after an abandoned build), so a message costs
+//    the zeroing of what the previous one used, not of the whole slot.
+//  - Blobs (InitBlob): each becomes a segment of its own in the slot, placed
+//    from the slot's end backwards, with a landing pad and a far pointer
+//    from its field (written by Finish). The producer fills the returned
+//    bytes in place; they are not zeroed (BlobFill::kUninitialized: the
+//    producer promises to write them all) unless asked (kZeroed). No field
+//    the builder did not set can show an earlier message's bytes.
+//
+// Slot layout. The framed message starts at `offset` bytes into the slot
+// (0 without blobs) so that table, segment 0 and the blobs are contiguous:
+//   [offset]   segment table {count - 1, size of each segment, padding}
+//              segment 0: the root and everything but blobs
+//              segments 1..n: the blobs (landing pad word + bytes, padded
+//              to a word), in the order they lie in the slot
+// The bytes from `offset` for `size` are what capnp::FlatArrayMessageReader,
 // `capnp convert binary:...` and MCAP's `capnproto` encoding read.
-//
-// Zeroing (Cap'n Proto builds into zeroed memory). A slot is reused for every
-// message, and zeroing all of it per message would cost a big-slot channel
-// (say maxSize 8 MiB, messages of 4 KiB) a full memset per send. So writers
-// keep one invariant instead:
-//   word 0 of a slot bounds its dirty words: every word after 1 + n (n from
-//   word 0) is zero; a word 0 that is not a one-segment table marks the whole
-//   slot dirty.
-// SlotMessageBuilder zeroes only words 1..n before building, marks the whole
-// slot dirty while it builds (so an abandoned build or a writer that dies
-// mid-build leaves "all dirty"), and Finish() writes the final n.
-// CopyMessageIntoSlot() keeps the invariant for raw (already framed) bytes.
-// A fresh shared-memory file is all zero, which satisfies it. Memory that
-// does not (a reused buffer of unknown content) is built with
-// SlotContents::kUnknown, which zeroes the whole slot once.
 #ifndef TETHER_TRANSPORT_FRAMING_H_
 #define TETHER_TRANSPORT_FRAMING_H_
 
@@ -32,6 +42,7 @@
 #include <string_view>
 
 #include "capnp/any.h"
+#include "capnp/schema.h"
 #include "capnp/common.h"
 #include "capnp/message.h"
 #include "kj/common.h"
@@ -47,14 +58,22 @@ enum class [[nodiscard]] FramingStatus : uint8_t{
     kMisaligned,
     // Reading: fewer than 16 bytes, or not a whole number of words.
     kTruncated,
-    // Reading: the segment table does not declare exactly one segment.
+    // Reading: the segment table declares no segment or more than
+    // kMaxSegments.
     kBadSegmentCount,
     // Reading: the segment size in the table disagrees with the byte count.
     kSizeMismatch,
     // Reading: the message's pointers are out of bounds, of the wrong kind, too
     // deep, or exceed the traversal limit.
     kMalformed,
+    // Building: an InitBlob() call was not valid (not a Data field of a
+    // struct of this message, too many blobs).
+    kBadBlob,
 };
+
+// The most segments a slot message may have (segment 0, blobs, spills a
+// reader must still be able to reject).
+inline constexpr uint32_t kMaxSegments = 16;
 
 // "ok", "overflow", ... Any thread, RT-safe.
 const char* FramingStatusName(FramingStatus status);
@@ -63,10 +82,13 @@ const char* FramingStatusName(FramingStatus status);
 // and trivially copyable; making one never allocates.
 struct [[nodiscard]] FinishResult {
   FramingStatus status = FramingStatus::kOk;
-  // kOk: the framed size in bytes (8 + 8n), what a publisher commits.
-  // kOverflow: about how many bytes the message needed (its words if it had
-  // been one segment), for the error message.
+  // kOk: the framed size in bytes, what a publisher commits.
+  // kOverflow: about how many bytes the message needed, for the error
+  // message.
   uint64_t size = 0;
+  // kOk: where in the slot the framed message starts (bytes, a multiple of
+  // 8; 0 unless the message has blobs).
+  uint64_t offset = 0;
   // Bytes in the slot (the channel's maxSize rounded up to 8).
   uint64_t capacity = 0;
   // The channel named in errors; points at the string the builder was given.
@@ -79,73 +101,137 @@ struct [[nodiscard]] FinishResult {
   std::string ErrorMessage() const;
 };
 
-// Builds one message in place in a slot. Construct it over a loaned slot,
-// fill it with initRoot<T>() etc., then Finish() and commit the returned
+// A publisher's private memory to build messages in (see the file comment):
+// only this process writes it, so what it knows about its dirty words is
+// trusted. Sized like the channel's slots; pages are mapped lazily (touched
+// as messages use them; mlockall'd processes get them up front). Not
+// copyable or movable; one builder at a time.
+class BuildArena {
+ public:
+  // `bytes`: the slot size (rounded up to a word). Setup; maps memory
+  // (aborts if the OS refuses an anonymous mapping: out of address space).
+  explicit BuildArena(size_t bytes);
+  ~BuildArena();
+  BuildArena(const BuildArena&) = delete;
+  BuildArena& operator=(const BuildArena&) = delete;
+
+  size_t capacity_words() const { return words_; }
+
+ private:
+  friend class SlotMessageBuilder;
+  capnp::word* base_ = nullptr;
+  size_t words_ = 0;
+  size_t mapped_bytes_ = 0;
+  // Words from the start that may be non-zero.
+  size_t dirty_words_ = 0;
+};
+
+// How InitBlob() leaves the bytes it returns.
+enum class BlobFill {
+  // As the slot last held them: the producer writes every byte (the
+  // zero-copy path for images, point clouds: nothing is cleared or copied).
+  kUninitialized,
+  // Zeroed (costs a memset of the blob).
+  kZeroed,
+};
+
+// Builds one message for a loaned slot. Construct it over the publisher's
+// arena and the loaned slot, fill it with initRoot<T>() etc. (and InitBlob()
+// for large Data fields), then Finish() and commit the returned offset and
 // size. One builder per message; do not touch the message after Finish().
 //
 // RT-safe while the message fits: no heap allocation, no syscall, no lock;
-// the cost is zeroing the previous message's words. On overflow the extra
-// space comes from a private anonymous mmap (the slot's bytes are then
-// garbage and Finish() reports kOverflow) and Cap'n Proto's arena allocates
-// its multi-segment bookkeeping on the heap: the overflow path is an error
-// path and not RT-safe. Not thread-safe: one thread builds a message.
+// the cost is zeroing the previous message's words in the arena and one
+// copy of the non-blob part into the slot. On overflow the extra space
+// comes from a private anonymous mmap and Cap'n Proto's arena allocates its
+// multi-segment bookkeeping on the heap (Finish() reports kOverflow): the
+// overflow path is an error path and not RT-safe. Not thread-safe: one
+// thread builds a message.
 class SlotMessageBuilder final : public capnp::MessageBuilder {
  public:
-  enum class SlotContents {
-    // The slot holds zeros or what a tether writer left (see the invariant
-    // above): zero only the words the previous message used.
-    kPreviousMessage,
-    // Unknown bytes: zero the whole slot.
-    kUnknown,
-  };
+  // At most this many blobs in one message.
+  static constexpr int kMaxBlobs = 6;
 
   // `slot` must be 8-byte aligned, a multiple of 8 bytes, at least 16 bytes
-  // and at most 4 GiB (Cap'n Proto's segment limit); it aborts otherwise
-  // (misuse). `slot` and `channel` (named in errors) must outlive the
-  // builder. Does not touch the slot yet.
-  SlotMessageBuilder(std::span<std::byte> slot, std::string_view channel,
-                     SlotContents contents = SlotContents::kPreviousMessage);
+  // and at most 4 GiB (Cap'n Proto's segment limit), and no larger than the
+  // arena; it aborts otherwise (misuse). `arena`, `slot` and `channel`
+  // (named in errors) must outlive the builder. Does not touch the slot
+  // until InitBlob()/Finish().
+  SlotMessageBuilder(BuildArena* arena, std::span<std::byte> slot,
+                     std::string_view channel);
   ~SlotMessageBuilder() noexcept(false) override;
 
   SlotMessageBuilder(const SlotMessageBuilder&) = delete;
   SlotMessageBuilder& operator=(const SlotMessageBuilder&) = delete;
 
-  // Called by Cap'n Proto. The first call returns the zeroed slot after the
-  // segment table; any later call means the message outgrew the slot: it
-  // sets the overflow flag and returns zeroed spill space of at least
-  // `minimumSize` words (mmap; never fails short of the OS refusing memory,
-  // which aborts).
+  // Called by Cap'n Proto. The first call returns the zeroed arena; any
+  // later call means the message outgrew it: it sets the overflow flag and
+  // returns zeroed spill space of at least `minimumSize` words (mmap).
   kj::ArrayPtr<capnp::word> allocateSegment(capnp::uint minimumSize) override;
 
-  // Writes the segment table and returns the framed size, or kOverflow.
-  // A builder with no root yet finishes as a message with a null root (16
-  // bytes). RT-safe unless the message overflowed.
+  // Makes Data field `field` of struct `s` (a struct of this message) a
+  // blob of `size` bytes in the slot and returns them, writable in place
+  // until Finish(). The field reads as null while building (do not get or
+  // init it through Cap'n Proto afterwards); Finish() points it at the
+  // blob. Empty span (and Finish() reports why) if `field` is not a Data
+  // field of `s`, there are kMaxBlobs already, or the slot has no room.
+  // RT-safe (with kZeroed: a memset of `size`).
+  std::span<std::byte> InitBlob(capnp::AnyStruct::Builder s,
+                                capnp::StructSchema::Field field, size_t size,
+                                BlobFill fill = BlobFill::kUninitialized);
+  // The same for a generated struct builder (S::Builder).
+  template <typename StructBuilder>
+  std::span<std::byte> InitBlob(StructBuilder s,
+                                capnp::StructSchema::Field field, size_t size,
+                                BlobFill fill = BlobFill::kUninitialized) {
+    return InitBlob(capnp::AnyStruct::Builder(kj::mv(s)), field, size, fill);
+  }
+
+  // Records an InitBlob() misuse found by a caller (e.g. a field name that
+  // does not exist): Finish() then reports kBadBlob. RT-safe.
+  void RejectBlob() { blob_misuse_ = true; }
+
+  // Writes the segment table, copies segment 0 into the slot, points blob
+  // fields at their blobs and returns where the framed message starts and
+  // how big it is; or kOverflow (it did not fit) or kBadBlob (an InitBlob()
+  // misuse). A builder with no root yet finishes as a message with a null
+  // root (16 bytes). RT-safe unless the message overflowed.
   FinishResult Finish();
 
-  bool overflowed() const { return spill_count_ > 0; }
+  bool overflowed() const { return spill_count_ > 0 || blob_overflow_; }
   // Slot size in bytes.
   uint64_t capacity() const { return slot_words_ * sizeof(capnp::word); }
 
  private:
   static constexpr int kMaxSpills = 40;
 
+  BuildArena* const arena_;
   capnp::word* slot_;
   size_t slot_words_;
   std::string_view channel_;
-  SlotContents contents_;
-  bool slot_handed_out_ = false;
+  bool arena_handed_out_ = false;
   int spill_count_ = 0;
   struct Spill {
     void* address;
     size_t bytes;
   };
   Spill spills_[kMaxSpills] = {};
+  struct Blob {
+    size_t pointer_word = 0;  // the field's pointer: word index in the arena
+    size_t first_word = 0;    // landing pad: word index in the slot
+    size_t words = 0;         // landing pad + bytes, padded to a word
+    uint64_t bytes = 0;
+  };
+  Blob blobs_[kMaxBlobs] = {};
+  int blob_count_ = 0;
+  size_t blob_floor_words_ = 0;  // blobs occupy [blob_floor, slot end)
+  bool blob_overflow_ = false;
+  bool blob_misuse_ = false;
 };
 
 // Copies already framed bytes (e.g. from a log or a bridge, checked like
-// ReadSlotMessage() does) into a slot, keeping the zeroing invariant above.
-// kOverflow if they do not fit, or the framing error. RT-safe, no
-// allocation; O(size of this and the previous message).
+// ReadSlotMessage() does) to the start of a slot. kOverflow if they do not
+// fit, or the framing error. RT-safe, no allocation; O(size).
 FinishResult CopyMessageIntoSlot(std::span<const std::byte> framed,
                                  std::span<std::byte> slot,
                                  std::string_view channel);
@@ -159,15 +245,15 @@ struct ReadOptions {
   int nesting_limit = 64;
 };
 
-// Reads a message in place. The constructor only checks the framing
-// (alignment, table, sizes: never reads out of `bytes`); check status()
-// before use. Contents are validated lazily by Cap'n Proto, which throws
+// Reads a message in place: one segment or several (blobs), up to
+// kMaxSegments. The constructor only checks the framing (alignment, table,
+// sizes: never reads out of `bytes`); check status() before use. Contents are validated lazily by Cap'n Proto, which throws
 // kj::Exception on malformed data: read through CheckedRoot() or
 // VisitRoot(), not getRoot() directly, when the bytes come from outside
 // this process (shared memory, a log, the network).
 //
-// `bytes` are the framed message (8 + 8n bytes, as committed) and must
-// outlive the reader. Construction and reads are RT-safe and allocation-free
+// `bytes` are the framed message (as committed) and must outlive the
+// reader. Construction and reads are RT-safe and allocation-free
 // for valid messages (Cap'n Proto's exceptions for malformed ones allocate).
 // Not movable; a reader is used by one thread.
 class SlotMessageReader final : public capnp::MessageReader {
@@ -179,12 +265,13 @@ class SlotMessageReader final : public capnp::MessageReader {
   FramingStatus status() const { return status_; }
   bool ok() const { return status_ == FramingStatus::kOk; }
 
-  // Called by Cap'n Proto: segment 0, or empty.
+  // Called by Cap'n Proto: segment `id`, or empty.
   kj::ArrayPtr<const capnp::word> getSegment(capnp::uint id) override;
 
  private:
   FramingStatus status_;
-  kj::ArrayPtr<const capnp::word> segment_;
+  uint32_t segment_count_ = 0;
+  kj::ArrayPtr<const capnp::word> segments_[kMaxSegments];
 };
 
 // The same as constructing a SlotMessageReader (returned in place).

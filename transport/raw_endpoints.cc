@@ -55,14 +55,15 @@ absl::StatusOr<std::unique_ptr<RawPublisher>> RawPublisher::Create(
       new RawPublisher(channel, std::move(*p), hooks));
 }
 
-PublishResult RawPublisher::Send(size_t size, const SendTimes* times) {
+PublishResult RawPublisher::Send(size_t size, const SendTimes* times,
+                                 size_t offset) {
   if (size > channel_->max_size()) return {PublishStatus::kTooLarge};
   SendTimes stamped;
   if (hooks_ != nullptr && times == nullptr) {
     hooks_->StampSend(&stamped);
     times = &stamped;
   }
-  shm::SendResult r = publisher_->Send(size, times);
+  shm::SendResult r = publisher_->Send(size, times, offset);
   switch (r.status) {
     case shm::SendStatus::kOk:
       return {PublishStatus::kOk, r.queue_index};

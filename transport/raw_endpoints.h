@@ -81,9 +81,12 @@ class RawPublisher {
   // aligned); empty if none can be had now. RT-safe.
   std::span<std::byte> Loan() { return publisher_->Loan(); }
 
-  // Commits the first `size` bytes of the loan. RT-safe: no allocation, no
-  // lock, at most one syscall (the wake, only when a reader sleeps).
-  PublishResult Send(size_t size, const SendTimes* times = nullptr);
+  // Commits `size` bytes of the loan starting `offset` bytes into it (a
+  // multiple of 8: where SlotMessageBuilder::Finish() says the message
+  // starts). RT-safe: no allocation, no lock, at most one syscall (the
+  // wake, only when a reader sleeps).
+  PublishResult Send(size_t size, const SendTimes* times = nullptr,
+                     size_t offset = 0);
 
   // Copies already framed bytes (a log record, a bridged message) into the
   // loan and sends them; checks the framing. RT-safe.

@@ -57,10 +57,29 @@ class Loan {
   Loan(const Loan&) = delete;
   ~Loan();
 
-  // The root being built, in the slot. Valid until Send().
+  // The root being built (in the publisher's private arena; it lands in the
+  // slot at Send()). Valid until Send().
   typename T::Builder root() { return root_; }
   // False when no slot could be loaned (see PublishStatus::kNoLoan).
   bool valid() const { return publisher_ != nullptr; }
+
+  // A large Data field written in place in the slot, never zeroed or
+  // copied (framing.h, "Blobs"): makes `field` of `s` (the root, or a struct
+  // inside it; S is its type) a blob of `size` bytes and returns them.
+  // With BlobFill::kUninitialized (the default) they hold whatever the slot
+  // held: write every byte. Do not read or set the field through Cap'n Proto
+  // afterwards. Empty span if `field` is not a Data field of S, the message
+  // has SlotMessageBuilder::kMaxBlobs blobs, or they do not fit (Send() then
+  // reports kTooLarge / the error in last_finish()). RT-safe.
+  template <typename S>
+  std::span<std::byte> InitBlob(typename S::Builder s, const char* field,
+                                size_t size,
+                                BlobFill fill = BlobFill::kUninitialized);
+  // The same for a Data field of the root.
+  std::span<std::byte> InitBlob(const char* field, size_t size,
+                                BlobFill fill = BlobFill::kUninitialized) {
+    return InitBlob<T>(root_, field, size, fill);
+  }
 
  private:
   friend class Publisher<T>;
@@ -90,9 +109,10 @@ class Publisher {
   Publisher(const Publisher&) = delete;
   Publisher& operator=(const Publisher&) = delete;
 
-  // Starts a message in the loaned slot. RT-safe: no allocation; zeroes the
-  // words the slot's previous message used. Aborts if a loan is already out
-  // (misuse: build one message at a time).
+  // Starts a message for the loaned slot, built in this publisher's private
+  // arena (framing.h). RT-safe: no allocation; zeroes the words the
+  // previous message used. Aborts if a loan is already out (misuse: build
+  // one message at a time).
   Loan<T> MakeLoan() {
     if (builder_.has_value()) {
       std::fprintf(stderr, "tether: Publisher<T>::MakeLoan on %s while a loan "
@@ -103,7 +123,7 @@ class Publisher {
     std::span<std::byte> slot = raw_->Loan();
     if (slot.empty()) return Loan<T>(nullptr, typename T::Builder(nullptr));
     slot = slot.first(raw_->channel()->max_size() & ~size_t{7});
-    builder_.emplace(slot, raw_->channel()->name());
+    builder_.emplace(&arena_, slot, raw_->channel()->name());
     return Loan<T>(this, builder_->template initRoot<T>());
   }
 
@@ -119,7 +139,7 @@ class Publisher {
     last_finish_ = finished;
     builder_.reset();
     if (!finished.ok()) return {PublishStatus::kTooLarge};
-    return raw_->Send(finished.size, times);
+    return raw_->Send(finished.size, times, finished.offset);
   }
 
   // The last Send()'s framing result: for an overflow, ErrorMessage() names
@@ -129,10 +149,12 @@ class Publisher {
 
  private:
   friend class Loan<T>;
-  explicit Publisher(std::unique_ptr<RawPublisher> raw) : raw_(std::move(raw)) {}
+  explicit Publisher(std::unique_ptr<RawPublisher> raw)
+      : raw_(std::move(raw)), arena_(raw_->channel()->max_size()) {}
   void Abandon() { builder_.reset(); }
 
   std::unique_ptr<RawPublisher> raw_;
+  BuildArena arena_;
   std::optional<SlotMessageBuilder> builder_;
   FinishResult last_finish_;
 };
@@ -140,6 +162,19 @@ class Publisher {
 template <typename T>
 Loan<T>::~Loan() {
   if (publisher_ != nullptr) publisher_->Abandon();
+}
+
+template <typename T>
+template <typename S>
+std::span<std::byte> Loan<T>::InitBlob(typename S::Builder s,
+                                       const char* field, size_t size,
+                                       BlobFill fill) {
+  if (publisher_ == nullptr) return {};
+  KJ_IF_MAYBE (f, capnp::Schema::from<S>().findFieldByName(field)) {
+    return publisher_->builder_->InitBlob(s, *f, size, fill);
+  }
+  publisher_->builder_->RejectBlob();  // no such field: Finish() says so
+  return {};
 }
 
 // A received message: the root read in place and its context. Valid until

@@ -26,11 +26,13 @@ absl::string_view View(capnp::Text::Reader t) {
 uint64_t EnvelopeTypeId() { return capnp::typeId<RosEnvelope>(); }
 
 transport::FinishResult BuildEnvelope(
-    std::span<std::byte> slot, absl::string_view channel,
-    const EnvelopeHeader& header, size_t data_size,
+    transport::BuildArena* arena, std::span<std::byte> slot,
+    absl::string_view channel, const EnvelopeHeader& header, size_t data_size,
     absl::FunctionRef<void(std::span<uint8_t>)> fill) {
+  static const capnp::StructSchema::Field kData =
+      capnp::Schema::from<RosEnvelope>().getFieldByName("data");
   transport::SlotMessageBuilder builder(
-      slot, std::string_view(channel.data(), channel.size()));
+      arena, slot, std::string_view(channel.data(), channel.size()));
   RosEnvelope::Builder e = builder.initRoot<RosEnvelope>();
   SetText(header.type, [&](capnp::uint n) { return e.initType(n); });
   SetText(header.md5sum, [&](capnp::uint n) { return e.initMd5sum(n); });
@@ -45,10 +47,10 @@ transport::FinishResult BuildEnvelope(
           [&](capnp::uint n) { return origin.initGraph(n); });
   SetText(header.origin_bridge,
           [&](capnp::uint n) { return origin.initBridge(n); });
-  if (builder.overflowed()) return builder.Finish();
-  capnp::Data::Builder data = e.initData(static_cast<capnp::uint>(data_size));
-  if (!builder.overflowed()) {
-    fill(std::span<uint8_t>(data.begin(), data.size()));
+  if (builder.overflowed() || data_size == 0) return builder.Finish();
+  std::span<std::byte> data = builder.InitBlob(e, kData, data_size);
+  if (data.size() == data_size && !builder.overflowed()) {
+    fill(std::span<uint8_t>(reinterpret_cast<uint8_t*>(data.data()), data.size()));
   }
   return builder.Finish();
 }

@@ -36,14 +36,16 @@ struct EnvelopeHeader {
   absl::string_view origin_bridge;
 };
 
-// Builds an envelope in `slot` (a publisher's loan) with `data_size` bytes
-// of data that `fill` writes in place (one copy: from ROS straight into
-// shared memory). Returns the framed size to send, or kOverflow (the
-// message is larger than the channel's slots). No heap allocation while it
-// fits; not thread-safe (one builder per slot).
+// Builds an envelope for `slot` (a publisher's loan; `arena` is that
+// publisher's private BuildArena, sized like the channel's slots) with
+// `data_size` bytes of data that `fill` writes in place in the slot (a blob:
+// one copy, from ROS straight into shared memory, never zeroed first).
+// Returns the offset and size to send (RawPublisher::Send(size, nullptr,
+// offset)), or kOverflow (larger than the channel's slots; `fill` is not
+// called). No heap allocation while it fits; one thread per arena.
 transport::FinishResult BuildEnvelope(
-    std::span<std::byte> slot, absl::string_view channel,
-    const EnvelopeHeader& header, size_t data_size,
+    transport::BuildArena* arena, std::span<std::byte> slot,
+    absl::string_view channel, const EnvelopeHeader& header, size_t data_size,
     absl::FunctionRef<void(std::span<uint8_t>)> fill);
 
 // A checked view of a framed envelope (copied out of nothing: the views

@@ -40,13 +40,13 @@ constexpr char kStack[] = R"({
   ]
 })";
 
-enum class Kind { kSimulated, kUringFutex, kFutexThread };
+enum class Kind { kSimulated, kUringFutex, kFutexWaitv };
 
 std::string KindName(const ::testing::TestParamInfo<Kind>& info) {
   switch (info.param) {
     case Kind::kSimulated: return "Simulated";
     case Kind::kUringFutex: return "UringFutex";
-    case Kind::kFutexThread: return "FutexThread";
+    case Kind::kFutexWaitv: return "FutexWaitv";
   }
   return "?";
 }
@@ -139,7 +139,7 @@ class ConformanceTest : public ::testing::TestWithParam<Kind> {
       auto choice = ChooseWakeBackend(
           ProbeKernel(), GetParam() == Kind::kUringFutex
                              ? WakeBackend::kUringFutex
-                             : WakeBackend::kFutexThread);
+                             : WakeBackend::kFutexWaitv);
       if (!choice.ok()) GTEST_SKIP() << choice.status();
     }
     schemas_.Register<Scalars>();
@@ -156,7 +156,7 @@ class ConformanceTest : public ::testing::TestWithParam<Kind> {
       harness_ = std::make_unique<UringHarness>(
           *stack_, schemas_, root_.options(),
           GetParam() == Kind::kUringFutex ? WakeBackend::kUringFutex
-                                          : WakeBackend::kFutexThread);
+                                          : WakeBackend::kFutexWaitv);
     }
   }
   bool simulated() const { return GetParam() == Kind::kSimulated; }
@@ -488,7 +488,7 @@ TEST_P(ConformanceTest, TwoNodesTalkThroughAChannel) {
 
 INSTANTIATE_TEST_SUITE_P(AllKinds, ConformanceTest,
                          ::testing::Values(Kind::kSimulated, Kind::kUringFutex,
-                                           Kind::kFutexThread),
+                                           Kind::kFutexWaitv),
                          KindName);
 
 }  // namespace

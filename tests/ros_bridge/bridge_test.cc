@@ -118,11 +118,13 @@ class BridgeTest : public ::testing::Test {
     h.definition = definition;
     h.latching = latching;
     h.callerid = "tether_test";
+    transport::BuildArena arena(pub.channel()->params().slot_size);
     transport::FinishResult f = ros1msg::BuildEnvelope(
-        pub.Loan(), pub.channel()->name(), h, data.size(),
+        &arena, pub.Loan(), pub.channel()->name(), h, data.size(),
         [&](std::span<uint8_t> out) { std::memcpy(out.data(), data.data(), data.size()); });
     ASSERT_TRUE(f.ok()) << f.ErrorMessage();
-    ASSERT_EQ(pub.Send(f.size).status, transport::PublishStatus::kOk);
+    ASSERT_EQ(pub.Send(f.size, nullptr, f.offset).status,
+              transport::PublishStatus::kOk);
   }
 
   // A channel of envelopes made by the test (as a tether node's stack

@@ -23,13 +23,15 @@ TEST(Envelope, BuildsInASlotAndDecodesToJsonWithoutRos) {
   h.origin_graph = "127.0.0.1:11911";
   h.origin_bridge = "/tether_bridge";
   const uint8_t ros[] = {2, 0, 0, 0, 'h', 'i', 3, 0, 0, 0, 0, 0xff, 7};
+  transport::BuildArena arena(bytes.size());
   transport::FinishResult r = BuildEnvelope(
-      bytes, "/blob", h, sizeof(ros),
+      &arena, bytes, "/blob", h, sizeof(ros),
       [&](std::span<uint8_t> out) { std::memcpy(out.data(), ros, sizeof(ros)); });
   ASSERT_TRUE(r.ok()) << r.ErrorMessage();
 
   EnvelopeView v;
-  ASSERT_TRUE(ReadEnvelope(bytes.first(r.size), &v).ok());
+  const std::span<const std::byte> framed = bytes.subspan(r.offset, r.size);
+  ASSERT_TRUE(ReadEnvelope(framed, &v).ok());
   EXPECT_EQ(v.header.type, "acme_msgs/Blob");
   EXPECT_TRUE(v.header.latching);
   EXPECT_EQ(v.header.origin_graph, "127.0.0.1:11911");
@@ -37,7 +39,7 @@ TEST(Envelope, BuildsInASlotAndDecodesToJsonWithoutRos) {
   EXPECT_EQ(std::memcmp(v.data.data(), ros, sizeof(ros)), 0);
 
   EnvelopeDecoder decoder;
-  auto json = decoder.ToJson(bytes.first(r.size));
+  auto json = decoder.ToJson(framed);
   ASSERT_TRUE(json.ok()) << json.status();
   EXPECT_EQ(*json,
             "{\"type\":\"acme_msgs/Blob\",\"md5sum\":"
@@ -56,8 +58,9 @@ TEST(Envelope, TooLargeForTheSlotIsOverflowNotCorruption) {
   EnvelopeHeader h;
   h.type = "std_msgs/String";
   bool filled = false;
+  transport::BuildArena arena(bytes.size());
   transport::FinishResult r = BuildEnvelope(
-      bytes, "/x", h, 4096, [&](std::span<uint8_t>) { filled = true; });
+      &arena, bytes, "/x", h, 4096, [&](std::span<uint8_t>) { filled = true; });
   EXPECT_EQ(r.status, transport::FramingStatus::kOverflow);
   EXPECT_FALSE(filled);
 }

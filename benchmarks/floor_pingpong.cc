@@ -1,0 +1,204 @@
+// The floors every system is compared with, measured by the same protocol
+// (benchmarks/harness/protocol.h) in the same run:
+//
+//   --variant=futex   raw shared-memory ping-pong: the sender writes the
+//                     payload into a shared buffer (16 bytes or all of it,
+//                     per the case's mode), bumps a 32-bit word and calls
+//                     FUTEX_WAKE; the receiver sleeps in FUTEX_WAIT. In
+//                     "full" mode this is the raw-shm memcpy ping-pong; in
+//                     fanout one word wakes every subscriber (FUTEX_WAKE
+//                     all) and each replies on its own word. The floor of a
+//                     blocking wake.
+//   --variant=spin    the same with receivers busy-polling the word (no
+//                     syscall): the floor of any handoff. Only meaningful
+//                     with the two sides on different CPUs.
+//   --variant=memcpy  no second process: a round is two memcpys of the
+//                     payload (one per direction), so "one-way" is one
+//                     memcpy of the payload, from a hot source buffer.
+#include <sys/mman.h>
+
+#include <atomic>
+#include <climits>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "benchmarks/harness/protocol.h"
+#include "benchmarks/harness/supervisor.h"
+#include "shm/futex.h"
+
+namespace tether::bench {
+namespace {
+
+using std::chrono::seconds;
+
+// One direction: a word bumped per message and the payload it announces.
+// The payload follows on the next cache line.
+struct alignas(64) Mailbox {
+  std::atomic<uint32_t> word{0};
+  std::byte* data() { return reinterpret_cast<std::byte*>(this + 1); }
+};
+
+class Mailboxes {
+ public:
+  // Shared (inherited by the children): a ping mailbox and one per ponger.
+  absl::Status Map(int pongs, uint32_t max_payload) {
+    stride_ = (sizeof(Mailbox) + max_payload + 4095) & ~size_t{4095};
+    const size_t bytes = stride_ * (1 + pongs);
+    void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (m == MAP_FAILED) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("mmap of ", bytes, " shared bytes failed"));
+    }
+    base_ = static_cast<std::byte*>(m);
+    for (int i = 0; i <= pongs; ++i) new (base_ + i * stride_) Mailbox();
+    return absl::OkStatus();
+  }
+  Mailbox* ping() { return reinterpret_cast<Mailbox*>(base_); }
+  Mailbox* reply(int i) {
+    return reinterpret_cast<Mailbox*>(base_ + (1 + i) * stride_);
+  }
+
+ private:
+  std::byte* base_ = nullptr;
+  size_t stride_ = 0;
+};
+
+inline void CpuRelax() { __builtin_ia32_pause(); }
+
+// Waits until `box->word` differs from *seen; updates *seen.
+void Await(Mailbox* box, uint32_t* seen, bool spin) {
+  for (;;) {
+    const uint32_t v = box->word.load(std::memory_order_acquire);
+    if (v != *seen) {
+      *seen = v;
+      return;
+    }
+    if (spin) {
+      CpuRelax();
+    } else {
+      (void)shm::FutexWait(&box->word, v, nullptr);
+    }
+  }
+}
+
+void Post(Mailbox* box, bool spin) {
+  box->word.fetch_add(1, std::memory_order_release);
+  if (!spin) (void)shm::FutexWake(&box->word, INT_MAX);
+}
+
+absl::Status Ping(const Session& s, Board* board, Mailboxes* boxes,
+                  bool spin) {
+  PingDriver driver(s, board);
+  std::vector<uint32_t> seen(s.pongs);
+  for (int i = 0; i < s.pongs; ++i) {
+    seen[i] = boxes->reply(i)->word.load(std::memory_order_acquire);
+  }
+  if (absl::Status st = WaitForPongs(board, s.pongs, std::chrono::seconds(10));
+      !st.ok()) {
+    return st;
+  }
+  for (;;) {
+    const PingDriver::Outgoing o = driver.Next();
+    Mailbox* box = boxes->ping();
+    driver.Write(absl::Span<std::byte>(box->data(), o.size), o);
+    driver.BeforeSend();
+    Post(box, spin);
+    driver.AfterSend();
+    if (o.kind == PingDriver::Kind::kTerminate) return absl::OkStatus();
+    for (int i = 0; i < s.pongs; ++i) {
+      Await(boxes->reply(i), &seen[i], spin);
+      (void)driver.Reply(i, ReadHeader(absl::Span<const std::byte>(
+                                boxes->reply(i)->data(), sizeof(Header))));
+    }
+  }
+}
+
+absl::Status Pong(const Session& s, Board* board, int index, Mailboxes* boxes,
+                  bool spin) {
+  PongDriver driver(s, board, index);
+  uint32_t seen = boxes->ping()->word.load(std::memory_order_acquire);
+  MarkPongReady(board);
+  for (;;) {
+    Await(boxes->ping(), &seen, spin);
+    const PongDriver::Action a = driver.OnMessage(
+        absl::Span<const std::byte>(boxes->ping()->data(), sizeof(Header)));
+    if (a.kind == PongDriver::Kind::kExit) return absl::OkStatus();
+    if (a.kind != PongDriver::Kind::kReply) continue;
+    Mailbox* box = boxes->reply(index);
+    driver.Write(absl::Span<std::byte>(box->data(), a.size), a);
+    Post(box, spin);
+  }
+}
+
+// memcpy floor: the pinger alone; a round is two copies of the payload.
+absl::Status Memcpy(const Session& s, Board* board) {
+  std::vector<std::byte> src(s.max_payload(), std::byte{1});
+  std::vector<std::byte> dst(s.max_payload(), std::byte{2});
+  for (size_t c = 0; c < s.cases.size(); ++c) {
+    const Case& k = s.cases[c];
+    CaseResult& r = board->cases[c];
+    const Switches before = ProcessSwitches();
+    for (int i = 0; i < k.warmup + k.samples; ++i) {
+      const uint64_t t0 = NowNs();
+      std::memcpy(dst.data(), src.data(), k.payload);
+      asm volatile("" ::"r"(dst.data()) : "memory");
+      std::memcpy(src.data(), dst.data(), k.payload);
+      asm volatile("" ::"r"(src.data()) : "memory");
+      const uint64_t t1 = NowNs();
+      if (i >= k.warmup) board->rtt(c)[i - k.warmup] = t1 - t0;
+    }
+    const Switches after = ProcessSwitches();
+    r.ping = Switches{after.voluntary - before.voluntary,
+                      after.involuntary - before.involuntary};
+    r.samples = k.samples;
+    r.done.store(1, std::memory_order_release);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace tether::bench
+
+int main(int argc, char** argv) {
+  using namespace tether::bench;
+  auto boxes = std::make_unique<Mailboxes>();
+  return RunnerMain(argc, argv, "floor", [&](const Session& s) {
+    Roles roles;
+    const std::string variant = s.variant.empty() ? "futex" : s.variant;
+    if (variant == "memcpy") {
+      roles.ping = [&s](Board* b) { return Memcpy(s, b); };
+      roles.pong = [](Board* b, int) {
+        MarkPongReady(b);
+        return absl::OkStatus();
+      };
+      return roles;
+    }
+    if (variant != "futex" && variant != "spin") {
+      roles.prepare = [variant] {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--variant=", variant, ": use futex, spin or memcpy"));
+      };
+      return roles;
+    }
+    const bool spin = variant == "spin";
+    roles.prepare = [&s, &boxes] {
+      if (s.test == Test::kThroughput) {
+        return absl::InvalidArgumentError(
+            "the floors measure latency and fanout only");
+      }
+      return boxes->Map(s.pongs, s.max_payload());
+    };
+    roles.ping = [&s, &boxes, spin](Board* b) {
+      b->SetInfo(spin ? "receivers busy-poll a shared word"
+                      : "FUTEX_WAIT / FUTEX_WAKE on a shared word");
+      return Ping(s, b, boxes.get(), spin);
+    };
+    roles.pong = [&s, &boxes, spin](Board* b, int i) {
+      return Pong(s, b, i, boxes.get(), spin);
+    };
+    return roles;
+  });
+}

@@ -1,0 +1,218 @@
+#!/usr/bin/python3
+"""The `./tether bench` harness end to end, on a tiny sample count.
+
+Runs benchmarks/bench.py for real with tether and the floors (no peer
+packages needed): every expected row appears in the tables and the JSON,
+the plots are PNG files, a system whose runner is missing gets a one-line
+reason instead of a row, bad flags are refused, and Ctrl-C in the middle of
+a run stops every process it started and leaves no shared memory behind.
+Asserts nothing about timing.
+
+Bazel runs this file directly; it writes its results as JUnit XML to
+$XML_OUTPUT_FILE so `./tether test` counts each case.
+"""
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import unittest
+from xml.sax.saxutils import quoteattr
+
+RUNFILES = os.path.join(os.environ.get("TEST_SRCDIR", ""), "tether")
+BENCH = os.path.join(RUNFILES, "benchmarks/bench.py")
+PYTHON = "/usr/bin/python3"
+
+
+def probe():
+    out = subprocess.run(
+        [os.path.join(RUNFILES, "benchmarks/tether_pingpong"), "--probe"],
+        capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def our_processes():
+    """Processes started from this test's runfiles (runners, their children,
+    the load), other than this test itself."""
+    found = []
+    for d in glob.glob("/proc/[0-9]*"):
+        try:
+            with open(os.path.join(d, "cmdline"), "rb") as f:
+                cmd = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        if RUNFILES in cmd and d != f"/proc/{os.getpid()}":
+            found.append((d, cmd.replace("\0", " ")))
+    return found
+
+
+def shm_left(pid):
+    return glob.glob(f"/dev/shm/tether-bench-{pid}-*")
+
+
+class BenchHarnessTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="bench-test-",
+                                    dir=os.environ.get("TEST_TMPDIR"))
+
+    def bench(self, *args, timeout=240):
+        return subprocess.run([PYTHON, BENCH, "--bin-dir", RUNFILES, *args],
+                              capture_output=True, text=True, timeout=timeout)
+
+    def test_tiny_run_prints_every_row_writes_json_and_plots(self):
+        j = os.path.join(self.tmp, "bench.json")
+        plots = os.path.join(self.tmp, "plots")
+        md = os.path.join(self.tmp, "bench.md")
+        r = self.bench("--tiny", "--systems", "tether,floors", "--json", j,
+                       "--plots", plots, "--markdown", md)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        backends = [b["name"] for b in probe()["backends"] if b["ok"]]
+        self.assertTrue(backends, "this kernel runs no tether wake backend")
+        with open(j) as f:
+            data = json.load(f)
+        rows = data["rows"]
+        lat = {(x["placement"], x["system"], x["payload"], x["mode"])
+               for x in rows if x["test"] == "latency" and not x["load"]}
+        ncpu = os.cpu_count()
+        placements = ["1cpu", "2cpu"] if ncpu >= 2 else ["1cpu"]
+        systems = ["floor/futex", "floor/memcpy"]
+        for b in backends:
+            systems += [f"tether/{b}", f"tether/{b}+spin"]
+        for pl in placements:
+            for s in systems + (["floor/spin"] if pl == "2cpu" else []):
+                for payload in (64, 65536):
+                    for mode in ("touch16", "full"):
+                        self.assertIn((pl, s, payload, mode), lat)
+        for x in rows:
+            self.assertGreater(x["n"], 0, x)
+            self.assertLessEqual(x["p50"], x["p99"], x)
+            self.assertLessEqual(x["p99"], x["max"], x)
+            self.assertGreaterEqual(x["vcsw_per_rt"], 0, x)
+        futex_rows = [x for x in rows if x["system"] == "floor/futex"]
+        for x in futex_rows:
+            self.assertAlmostEqual(x["p50_vs_futex_floor"], 1.0, places=6)
+        if ncpu >= 2:
+            fan = {(x["system"], x["subscribers"]) for x in rows
+                   if x["test"] == "fanout"}
+            for k in (1, 2):
+                self.assertIn(("floor/futex", k), fan)
+                self.assertIn((f"tether/{backends[0]}", k), fan)
+            loaded = [x for x in rows if x["load"]]
+            self.assertTrue(loaded, "no rows with the background load")
+            tput = {x["system"]: x for x in data["throughput"]}
+            self.assertIn(f"tether/{backends[0]}", tput)
+            self.assertGreater(tput[f"tether/{backends[0]}"]["max_rate"], 0)
+        with open(md) as f:
+            text = f.read()
+        self.assertIn("| placement | payload | write | system |", text)
+        self.assertIn("floor: raw futex", text)
+        self.assertIn(f"tether {backends[0]}", text)
+        self.assertIn(text.strip(), r.stdout)
+        pngs = sorted(glob.glob(os.path.join(plots, "*.png")))
+        names = {os.path.basename(p) for p in pngs}
+        self.assertIn("cdf-64B-1cpu.png", names)
+        self.assertIn("p99-vs-payload-touch16-1cpu.png", names)
+        if ncpu >= 2:
+            self.assertIn("p99-vs-subscribers-2cpu.png", names)
+        for p in pngs:
+            with open(p, "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n", p)
+            self.assertGreater(os.path.getsize(p), 2000, p)
+        self.assertEqual(our_processes(), [])
+
+    def test_a_system_that_cannot_run_gets_a_reason_not_a_row(self):
+        # The test's runfiles hold no iceoryx runner.
+        j = os.path.join(self.tmp, "bench.json")
+        r = self.bench("--tiny", "--systems", "iceoryx,floors", "--tests",
+                       "latency", "--json", j)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        self.assertIn("iceoryx 2.0.3 WaitSet: not measured", r.stdout)
+        self.assertIn("is not built", r.stdout)
+        with open(j) as f:
+            data = json.load(f)
+        self.assertFalse([x for x in data["rows"] if x["system"] == "iceoryx"])
+        ice = [s for s in data["systems"] if s["key"] == "iceoryx"][0]
+        self.assertIn("not built", ice["not_measured"])
+
+    def test_bad_flags_say_what_to_do(self):
+        r = self.bench("--tests", "speed")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--tests", r.stderr)
+        r = self.bench("--systems", "zeromq", "--tiny")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown zeromq", r.stderr)
+        runner = os.path.join(RUNFILES, "benchmarks/floor_pingpong")
+        r = subprocess.run([runner, "--cases=8:touch16"], capture_output=True,
+                           text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(">= 64", r.stderr)
+
+    def test_ctrl_c_stops_everything_and_leaves_no_shared_memory(self):
+        # Sessions long enough that the interrupt lands inside one.
+        p = subprocess.Popen(
+            [PYTHON, BENCH, "--bin-dir", RUNFILES, "--tiny", "--samples",
+             "20000", "--systems", "tether,floors", "--tests", "latency,load"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True)
+        first = p.stderr.readline()  # "bench: N sessions ..."
+        self.assertIn("sessions", first)
+        deadline = time.monotonic() + 60
+        seen_runner = False
+        while time.monotonic() < deadline and not seen_runner:
+            seen_runner = any("--shm_root" in cmd for _, cmd in our_processes())
+        self.assertTrue(seen_runner, "no runner started within 60 s")
+        time.sleep(0.3)
+        # What a terminal does on Ctrl-C: SIGINT to the foreground group.
+        os.killpg(p.pid, signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 130, err[-2000:])
+        self.assertIn("interrupted", err)
+        time.sleep(0.5)  # killed children are reaped by init
+        self.assertEqual(our_processes(), [])
+        self.assertEqual(shm_left(p.pid), [])
+
+
+def main():
+    suite = unittest.defaultTestLoader.loadTestsFromTestCase(BenchHarnessTest)
+    results = []
+
+    class Result(unittest.TextTestResult):
+        def addSuccess(self, test):
+            super().addSuccess(test)
+            results.append((test, None))
+
+        def addFailure(self, test, err):
+            super().addFailure(test, err)
+            results.append((test, "".join(traceback.format_exception(*err))))
+
+        def addError(self, test, err):
+            super().addError(test, err)
+            results.append((test, "".join(traceback.format_exception(*err))))
+
+    runner = unittest.TextTestRunner(stream=sys.stdout, verbosity=2,
+                                     resultclass=Result)
+    outcome = runner.run(suite)
+    xml_path = os.environ.get("XML_OUTPUT_FILE")
+    if xml_path:
+        with open(xml_path, "w") as f:
+            f.write('<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>\n')
+            f.write(f'<testsuite name="BenchHarnessTest" tests="{len(results)}" '
+                    f'failures="{sum(1 for _, e in results if e)}">\n')
+            for test, error in results:
+                name = test.id().split(".")[-1]
+                f.write(f'<testcase name={quoteattr(name)} status="run" '
+                        'classname="BenchHarnessTest">')
+                if error:
+                    f.write(f"<failure message={quoteattr(error[-500:])}/>")
+                f.write("</testcase>\n")
+            f.write("</testsuite>\n</testsuites>\n")
+    return 0 if outcome.wasSuccessful() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
