@@ -44,6 +44,9 @@ export ROS_MASTER_URI="http://127.0.0.1:$port" ROS_IP=127.0.0.1
 export ROS_HOME="$work/ros" ROS_LOG_DIR="$work/ros/log"
 export PATH="/usr/bin:/bin:$PATH"   # ROS's Python tools, not pyenv's python
 pids=()
+# A fresh tether instance per run, removed at the end (nothing is left in
+# /dev/shm, and channels of an older tether build are never in the way).
+instance="ros_demo_$$"
 
 cleanup() {
   local p
@@ -55,7 +58,7 @@ cleanup() {
     sleep 0.1
   done
   for p in "${pids[@]}"; do kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null || true; done
-  rm -rf "$work"
+  rm -rf "$work" "/dev/shm/tether/$instance"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -71,14 +74,20 @@ timeout 3 rosparam get /run_id >/dev/null 2>&1 || { cat "$work/roscore.log" >&2;
 
 say "launching the demo stack with the ROS bridge"
 setsid bazel-bin/tools/tether launch ros_bridge/config/ros_demo_stack.json \
-  --instance demo_ros --duration "$((duration + 5))" >"$work/launch.log" 2>&1 &
+  --instance "$instance" --duration "$((duration + 5))" >"$work/launch.log" 2>&1 &
 launcher=$!
 pids+=($launcher)
 for _ in $(seq 150); do
   timeout 3 rostopic info /cmd_vel 2>/dev/null | grep -q tether_bridge && break
+  kill -0 "$launcher" 2>/dev/null || break
   sleep 0.2
 done
 grep -E 'launch:|ros-bridge:|demo_adapter:' "$work/launch.log" | sed 's/^/  /' >&2 || true
+if ! kill -0 "$launcher" 2>/dev/null; then
+  sed 's/^/  /' "$work/launch.log" >&2
+  say "the stack did not start (see above)"
+  exit 1
+fi
 
 say "ROS: rostopic pub -r 20 /cmd_vel geometry_msgs/Twist '{linear: {x: $speed}, angular: {z: $turn}}'"
 setsid rostopic pub -r 20 /cmd_vel geometry_msgs/Twist \
