@@ -61,8 +61,10 @@ int main(int argc, char** argv) {
   auto node = ControllerNode::Create((*process)->loop(), options);
   if (!node.ok()) return FailNode(env.node_name, node.status());
   const int code = (*process)->Run();
-  std::printf("controller: %s; %llu cycles paused for a stale estimate\n",
+  std::printf("controller: %s; %llu cycles paused for a stale estimate; "
+              "%llu cycles driven by velocity commands\n",
               FormatTracking((*node)->summary()).c_str(),
-              (unsigned long long)(*node)->stale_cycles());
+              (unsigned long long)(*node)->stale_cycles(),
+              (unsigned long long)(*node)->teleop_cycles());
   return code;
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "tools/launcher.h"
 #include "tools/list.h"
 #include "tools/net_bridge_command.h"
+#include "tools/package_binary.h"
 #include "tools/pub.h"
 #include "tools/stat.h"
 #include "transport/channel_handle.h"
@@ -184,6 +186,20 @@ int RunLaunch(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   return (*launcher)->Run().exit_code;
 }
 
+// Listed for `tether --help`; main() execs the package binary before the
+// table is consulted, so these only describe it.
+ArgParser RosBridgeParser() {
+  return ArgParser(
+      "tether ros-bridge",
+      "Runs the ROS 1 bridge (bazel-bin/ros_bridge/ros_bridge, built by\n"
+      "./tether ros-bridge); `tether ros-bridge --help` shows its options.");
+}
+
+int RunPackageBinaryStub(const ParsedArgs&, std::ostream&, std::ostream& err) {
+  err << "tether: this command runs its package's binary; see its --help\n";
+  return kExitFailure;
+}
+
 // Every command of the CLI. Later commands (launch, list, echo, pub, stat,
 // record, replay, bench, clean, demo) add a row here.
 constexpr Command kCommands[] = {
@@ -205,6 +221,9 @@ constexpr Command kCommands[] = {
      &StatParser, &RunStatCommand},
     {"clean", "remove channels no live process uses, and creators' leftovers",
      &CleanParser, &RunCleanCommand},
+    {"ros-bridge",
+     "bridge ROS 1 topics and tether channels, both ways (any message type)",
+     &RosBridgeParser, &RunPackageBinaryStub},
     {"net-bridge",
      "forward chosen channels to and from other hosts over Cyclone DDS",
      &NetBridgeParser, &RunNetBridgeCommand},
@@ -215,6 +234,10 @@ constexpr Command kCommands[] = {
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + argc);
+  if (std::optional<int> code =
+          tether::tools::MaybeExecPackageBinary(args, std::cerr)) {
+    return *code;
+  }
   // The bridge parses its own arguments (and --help): hand them over whole.
   if (!args.empty() && args[0] == "net-bridge") {
     return tether::tools::ExecNetBridge(

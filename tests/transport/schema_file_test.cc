@@ -75,6 +75,7 @@ TEST(SchemaFile, ParsedSchemasGiveTheBytesOfTheCompiledTypes) {
                           "examples/demo.capnp:JointState",
                           "examples/demo.capnp:StateEstimate",
                           "examples/demo.capnp:JointCommand",
+                          "examples/demo.capnp:VelocityCommand",
                           "examples/demo.capnp:MonitorStatus",
                           "examples/demo.capnp:MonitorStatus.ChannelHealth",
                           "examples/demo.capnp:MonitorStatus.TrackingHealth"));
