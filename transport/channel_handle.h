@@ -46,6 +46,9 @@ class ChannelHandle {
   double frequency_hz() const { return frequency_hz_; }
   // The type's CodeGeneratorRequest (stream framed, 8-byte aligned).
   std::span<const std::byte> schema() const;
+  // The queue shape (slot size, depth, max publishers, max pinned), e.g. for
+  // a logger that records what a replay needs to recreate the channel.
+  shm::QueueParams params() const { return shm_->params(); }
   shm::Channel* shm() const { return shm_.get(); }
 
  private:
