@@ -6,6 +6,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "capnp/schema.capnp.h"
+#include "capnp/serialize.h"
+#include "kj/exception.h"
 
 namespace tether::log {
 namespace {
@@ -69,6 +72,7 @@ void LogReader::BuildChannels() {
     if (auto it = mcap_->schemas().find(c.schema_id);
         it != mcap_->schemas().end()) {
       schema = &it->second;
+      lc.schema = schema;
       lc.schema_name = schema->name;
       lc.schema_encoding = schema->encoding;
     }
@@ -137,6 +141,53 @@ void LogReader::FindTimeSpan() {
     start_ns_ = first;
     end_ns_ = last;
   }
+}
+
+absl::StatusOr<capnp::StructSchema> LogReader::MessageType(
+    const LogChannel& channel) {
+  if (auto it = types_.find(channel.id); it != types_.end()) {
+    return it->second.type;
+  }
+  if (channel.schema == nullptr || channel.schema_encoding != kCapnpEncoding) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "channel ", channel.name, " is not Cap'n Proto (schema encoding '",
+        channel.schema_encoding, "', message encoding '",
+        channel.message_encoding, "')"));
+  }
+  const std::vector<std::byte>& blob = channel.schema->data;
+  std::vector<uint64_t> words((blob.size() + 7) / 8);
+  std::memcpy(words.data(), blob.data(), blob.size());
+  std::span<const std::byte> aligned(
+      reinterpret_cast<const std::byte*>(words.data()), words.size() * 8);
+  uint64_t type_id = 0;
+  if (channel.description.has_value()) {
+    type_id = channel.description->type_id;
+  } else {
+    // No tether metadata: find the root by the schema's name.
+    try {
+      capnp::FlatArrayMessageReader r(kj::arrayPtr(
+          reinterpret_cast<const capnp::word*>(words.data()), words.size()));
+      for (auto node :
+           r.getRoot<capnp::schema::CodeGeneratorRequest>().getNodes()) {
+        if (node.isStruct() && channel.schema_name == node.getDisplayName().cStr()) {
+          type_id = node.getId();
+        }
+      }
+    } catch (const kj::Exception& e) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "channel ", channel.name, ": schema is not a CodeGeneratorRequest: ",
+          e.getDescription().cStr()));
+    }
+  }
+  auto registry = std::make_unique<transport::SchemaRegistry>();
+  if (absl::Status s = registry->AddCodeGeneratorRequest(aligned, type_id);
+      !s.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("channel ", channel.name, ": ", s.message()));
+  }
+  const capnp::StructSchema type = *registry->Find(type_id);
+  types_[channel.id] = LoadedType{std::move(registry), type};
+  return type;
 }
 
 absl::StatusOr<std::vector<GapRecord>> LogReader::Gaps() {

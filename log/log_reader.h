@@ -28,6 +28,8 @@
 #include "absl/status/statusor.h"
 #include "log/log_format.h"
 #include "log/mcap_reader.h"
+#include "transport/schema_registry.h"
+#include "capnp/schema.h"
 
 namespace tether::log {
 
@@ -38,6 +40,7 @@ struct LogChannel {
   std::string message_encoding;
   std::string schema_name;
   std::string schema_encoding;
+  const mcap::Schema* schema = nullptr;  // owned by the reader; may be null
   // Set for channels tether recorded (what a replay needs).
   std::optional<ChannelDescription> description;
   // Why there is no description (a channel from another writer).
@@ -143,6 +146,11 @@ class LogReader {
   // realtime - monotonic at the start of the recording, or 0.
   int64_t realtime_offset_ns() const { return realtime_offset_ns_; }
 
+  // The channel's message type, loaded from the schema the log carries (no
+  // compiled types needed). FailedPrecondition for a channel that is not
+  // Cap'n Proto or whose schema is missing or broken.
+  absl::StatusOr<capnp::StructSchema> MessageType(const LogChannel& channel);
+
   // Every loss record in the file, in order.
   absl::StatusOr<std::vector<GapRecord>> Gaps();
 
@@ -162,6 +170,11 @@ class LogReader {
   int64_t end_ns_ = 0;
   mcap::KeyValueMap recording_;
   int64_t realtime_offset_ns_ = 0;
+  struct LoadedType {
+    std::unique_ptr<transport::SchemaRegistry> registry;  // owns `type`
+    capnp::StructSchema type;
+  };
+  std::map<uint16_t, LoadedType> types_;
 };
 
 }  // namespace tether::log

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <iostream>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,9 @@
 #include "tools/echo.h"
 #include "tools/launcher.h"
 #include "tools/list.h"
+#include "tools/log_command.h"
 #include "tools/pub.h"
+#include "tools/record.h"
 #include "tools/stat.h"
 #include "transport/channel_handle.h"
 
@@ -193,6 +196,10 @@ constexpr Command kCommands[] = {
      &StatParser, &RunStatCommand},
     {"clean", "remove channels no live process uses, and creators' leftovers",
      &CleanParser, &RunCleanCommand},
+    {"record", "record a stack's channels into an MCAP log, losses included",
+     &RecordParser, &RunRecordCommand},
+    {"log", "log tools: info, cat, check, recover, plot (tether log --help)",
+     &LogParser, &RunLogCommand},
 };
 
 }  // namespace
@@ -200,6 +207,11 @@ constexpr Command kCommands[] = {
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + argc);
+  // `tether log <command>` has a command table of its own.
+  if (!args.empty() && args[0] == "log") {
+    return tether::tools::RunLogCli(std::span(args).subspan(1), std::cout,
+                                    std::cerr);
+  }
   return tether::tools::RunCli(tether::tools::kCommands, args, std::cout,
                                std::cerr);
 }
