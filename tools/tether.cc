@@ -25,6 +25,7 @@
 #include "tools/log_command.h"
 #include "tools/pub.h"
 #include "tools/record.h"
+#include "tools/replay.h"
 #include "tools/stat.h"
 #include "transport/channel_handle.h"
 
@@ -198,6 +199,8 @@ constexpr Command kCommands[] = {
      &CleanParser, &RunCleanCommand},
     {"record", "record a stack's channels into an MCAP log, losses included",
      &RecordParser, &RunRecordCommand},
+    {"replay", "play a log back into shared memory in real time",
+     &ReplayParser, &RunReplayCommand},
     {"log", "log tools: info, cat, check, recover, plot (tether log --help)",
      &LogParser, &RunLogCommand},
 };
