@@ -112,7 +112,10 @@ void LogReader::FindTimeSpan() {
     auto it = mcap_->Messages(o);
     McapMessageView v;
     LogMessage m;
+    const LogChannel* gap = FindChannel(kGapChannel);
     while (it->Next(&v)) {
+      // The span of the data, not of the logger's own loss records.
+      if (gap != nullptr && v.message.channel_id == gap->id) continue;
       FillContext(v, &m);
       first = std::min(first, m.monotonic_send_ns);
       last = std::max(last, m.monotonic_send_ns);

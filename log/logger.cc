@@ -544,8 +544,14 @@ struct Logger::Impl {
       if (absl::Status s = EnsureChannel(g.channel); !s.ok()) return s;
       std::vector<std::byte> data = EncodeGap(g.record);
       const uint64_t t = static_cast<uint64_t>(g.realtime_ns);
-      if (absl::Status s =
-              file->WriteMessage({gap_channel, gap_sequence++, t, t, data});
+      // Its context: when the loss was noticed, on the monotonic clock.
+      trailer.clear();
+      AppendContextRecord({gap_channel, gap_sequence, g.record.detected_monotonic_ns,
+                           g.record.detected_monotonic_ns,
+                           static_cast<uint32_t>(::getpid()), 0, gap_sequence},
+                          &trailer);
+      if (absl::Status s = file->WriteMessage(
+              {gap_channel, gap_sequence++, t, t, data}, trailer);
           !s.ok()) {
         return s;
       }
