@@ -168,10 +168,11 @@ ReplayProgress RealtimeReplay::progress() const {
 }
 
 bool RealtimeReplay::WaitUntilDue(int64_t t, const std::function<bool()>& stop) {
-  std::unique_lock lock(mu_);
   bool was_paused = false;
   for (;;) {
+    // `stop` may read progress(): never call it with mu_ held.
     if (stop && stop()) return false;
+    std::unique_lock lock(mu_);
     if (paused_) {
       was_paused = true;
       if (steps_ > 0) {
@@ -195,7 +196,7 @@ bool RealtimeReplay::WaitUntilDue(int64_t t, const std::function<bool()>& stop) 
     if (due <= now) return true;
     const int64_t wait = std::min<int64_t>(due - now, 50'000'000);
     if (wait > 2'000'000) {
-      // Long waits: interruptible by controls.
+      // Long waits: interruptible by the controls.
       cv_.wait_for(lock, std::chrono::nanoseconds(wait - 1'000'000));
       continue;
     }
@@ -207,7 +208,6 @@ bool RealtimeReplay::WaitUntilDue(int64_t t, const std::function<bool()>& stop) 
     while (::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) ==
            EINTR) {
     }
-    lock.lock();
   }
 }
 
