@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "log/log_check.h"
 #include "log/log_info.h"
+#include "log/log_plot.h"
 #include "log/log_reader.h"
 #include "log/log_recover.h"
 #include "tools/channel_tool.h"
@@ -239,6 +240,70 @@ int RunRecover(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   return kExitOk;
 }
 
+// --- plot -------------------------------------------------------------------
+
+ArgParser PlotParser() {
+  ArgParser p("tether log plot",
+              "Draws numeric fields of a log's messages over time as a PNG, one\n"
+              "panel per field on a shared time axis (seconds from the log's\n"
+              "start), decoded through the schemas the log carries. A field is\n"
+              "CHANNEL.path: /robot/imu.angularVelocity.z, or name[i] for list\n"
+              "elements. The line breaks where messages are missing (a red\n"
+              "mark), and each panel says how many were missed.");
+  p.AddPositional("file", "the MCAP log");
+  p.AddPositionalList("field", "fields to plot, CHANNEL.path", /*required=*/true);
+  p.AddOption("out", "PNG", "output image", "plot.png");
+  p.AddOption("start", "SECONDS", "from this far into the log");
+  p.AddOption("end", "SECONDS", "to this far into the log");
+  p.AddOption("width", "PIXELS", "image width", "1400");
+  return p;
+}
+
+int RunPlot(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
+  const char* cmd = "tether log plot";
+  absl::StatusOr<std::unique_ptr<log::LogReader>> reader =
+      log::LogReader::Open(args.Positional("file"));
+  if (!reader.ok()) {
+    err << cmd << ": " << reader.status().message() << "\n";
+    return kExitFailure;
+  }
+  log::PlotRange range;
+  for (const char* name : {"start", "end"}) {
+    if (!args.HasOption(name)) continue;
+    double v = 0;
+    if (!ParseSecondsOption(args, cmd, name, &v, err)) return kExitUsage;
+    (std::string(name) == "start" ? range.start_s : range.end_s) = v;
+  }
+  uint64_t width = 0;
+  if (!ParseCountOption(args, cmd, "width", &width, err)) return kExitUsage;
+  if (width < 300 || width > 20000) {
+    err << cmd << ": --width must be 300..20000 pixels\n";
+    return kExitUsage;
+  }
+  absl::StatusOr<std::vector<log::PlotSeries>> series =
+      log::ReadPlotSeries(**reader, args.PositionalList("field"), range);
+  if (!series.ok()) {
+    err << cmd << ": " << series.status().message() << "\n";
+    return kExitUsage;
+  }
+  log::PlotOptions options;
+  options.width = static_cast<int>(width);
+  options.title = args.Positional("file");
+  const log::Image image = log::RenderPlot(*series, options);
+  if (absl::Status s = image.WritePng(args.Option("out")); !s.ok()) {
+    err << cmd << ": " << s.message() << "\n";
+    return kExitFailure;
+  }
+  for (const log::PlotSeries& s : *series) {
+    out << absl::StrFormat("%s: %u samples%s\n", s.field, s.value.size(),
+                           s.missed > 0 ? absl::StrFormat(", %u missed", s.missed)
+                                        : "");
+  }
+  out << "wrote " << args.Option("out") << " (" << image.width() << "x"
+      << image.height() << ")\n";
+  return kExitOk;
+}
+
 constexpr LogSubcommand kLogCommands[] = {
     {"info", "duration, channels with type, count, rate, bytes, missed; "
              "compression",
@@ -248,6 +313,7 @@ constexpr LogSubcommand kLogCommands[] = {
      &CheckParser, &RunCheck},
     {"recover", "rewrite a damaged or unfinished log complete", &RecoverParser,
      &RunRecover},
+    {"plot", "draw numeric fields over time as a PNG", &PlotParser, &RunPlot},
 };
 
 std::string LogHelp() {

@@ -75,8 +75,12 @@ TEST(CapnpConvert, DecodesLoggedPayloadsOfEveryShape) {
       ASSERT_EQ(status, 0) << json;
       EXPECT_THAT(json, HasSubstr("\"stamp\": \"" + std::to_string(1000 + i) + "\""));
       EXPECT_THAT(json, HasSubstr("\"label\": \"sample " + std::to_string(i) + "\""));
-      if (i % 3 > 0) EXPECT_THAT(json, HasSubstr("\"name\": \"joint0\""));
-      if (i % 5 == 0) EXPECT_THAT(json, HasSubstr("\"label\": \"child\""));
+      if (i % 3 > 0) {
+        EXPECT_THAT(json, HasSubstr("\"name\": \"joint0\""));
+      }
+      if (i % 5 == 0) {
+        EXPECT_THAT(json, HasSubstr("\"label\": \"child\""));
+      }
       if ((i * 37) % 700 > 0) {
         EXPECT_THAT(json, HasSubstr("\"blob\": [" + std::to_string(0 ^ i)));
       }
