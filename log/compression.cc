@@ -32,6 +32,11 @@ uint32_t Crc32(std::span<const std::byte> data, uint32_t previous) {
                 data.size()));
 }
 
+uint32_t Crc32Combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b) {
+  return static_cast<uint32_t>(
+      ::crc32_combine(crc_a, crc_b, static_cast<z_off_t>(length_b)));
+}
+
 Compressor::Compressor(Compression compression, int zstd_level)
     : compression_(compression), level_(zstd_level) {
   if (compression_ == Compression::kZstd) context_ = ZSTD_createCCtx();

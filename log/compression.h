@@ -25,6 +25,9 @@ absl::StatusOr<Compression> ParseCompression(std::string_view name);
 // CRC-32 as MCAP uses it; pass the previous result to continue (0 to start).
 // Any thread.
 uint32_t Crc32(std::span<const std::byte> data, uint32_t previous = 0);
+// The CRC of A followed by B from CRC(A), CRC(B) and B's length (no pass
+// over the bytes). Any thread.
+uint32_t Crc32Combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b);
 
 // Reusable compression state. One thread at a time; allocates.
 class Compressor {

@@ -67,7 +67,8 @@ absl::Status McapWriter::Fail(absl::Status status) {
   return error_;
 }
 
-absl::Status McapWriter::WriteData(std::span<const std::byte> bytes) {
+absl::Status McapWriter::WriteData(std::span<const std::byte> bytes,
+                                   std::optional<uint32_t> crc) {
   if (!error_.ok()) return error_;
   size_t done = 0;
   while (done < bytes.size()) {
@@ -78,7 +79,8 @@ absl::Status McapWriter::WriteData(std::span<const std::byte> bytes) {
     }
     done += static_cast<size_t>(n);
   }
-  data_crc_ = Crc32(bytes, data_crc_);
+  data_crc_ = crc.has_value() ? Crc32Combine(data_crc_, *crc, bytes.size())
+                              : Crc32(bytes, data_crc_);
   offset_ += bytes.size();
   stats_.file_bytes = offset_;
   return absl::OkStatus();
@@ -183,44 +185,61 @@ absl::Status McapWriter::WriteMessage(const mcap::Message& message,
 absl::Status McapWriter::FlushChunk() {
   if (!error_.ok()) return error_;
   if (chunk_.empty()) return absl::OkStatus();
-  if (absl::Status s = compressor_.Compress(chunk_, &compressed_); !s.ok()) {
-    return Fail(s);
+  // The records are hashed once: that CRC is the chunk's, and (uncompressed)
+  // also feeds the data section's CRC. Uncompressed records are written
+  // straight from the chunk buffer, compressed ones from the compressor's:
+  // no copy into a record buffer.
+  const uint32_t records_crc = Crc32(chunk_);
+  std::span<const std::byte> records = chunk_;
+  std::optional<uint32_t> payload_crc = records_crc;
+  if (options_.compression != Compression::kNone) {
+    if (absl::Status s = compressor_.Compress(chunk_, &compressed_); !s.ok()) {
+      return Fail(s);
+    }
+    records = compressed_;
+    payload_crc.reset();
   }
   mcap::Chunk chunk;
   chunk.message_start_time = chunk_messages_ > 0 ? chunk_start_time_ : 0;
   chunk.message_end_time = chunk_messages_ > 0 ? chunk_end_time_ : 0;
   chunk.uncompressed_size = chunk_.size();
-  chunk.uncompressed_crc = Crc32(chunk_);
+  chunk.uncompressed_crc = records_crc;
   chunk.compression = std::string(McapCompressionName(options_.compression));
-  chunk.records = compressed_;
 
   mcap::ChunkIndex index;
   index.message_start_time = chunk.message_start_time;
   index.message_end_time = chunk.message_end_time;
   index.chunk_start_offset = offset_;
   index.compression = chunk.compression;
-  index.compressed_size = compressed_.size();
+  index.compressed_size = records.size();
   index.uncompressed_size = chunk_.size();
 
+  // The record without its records, then the records.
   scratch_.clear();
   mcap::Append(chunk, &scratch_);
-  index.chunk_length = scratch_.size();
-  uint64_t at = offset_ + scratch_.size();
-  const size_t indexes_begin = scratch_.size();
-  for (auto& [channel, records] : chunk_index_) {
+  mcap::StoreU64(scratch_.data() + 1,
+                 scratch_.size() - mcap::kRecordHeaderSize + records.size());
+  mcap::StoreU64(scratch_.data() + scratch_.size() - 8, records.size());
+  index.chunk_length = scratch_.size() + records.size();
+  if (absl::Status s = WriteData(scratch_); !s.ok()) return s;
+  if (absl::Status s = WriteData(records, payload_crc); !s.ok()) return s;
+
+  scratch_.clear();
+  uint64_t at = offset_;
+  for (auto& [channel, entries] : chunk_index_) {
     const size_t before = scratch_.size();
     // Readers expect each channel's entries in log-time order.
-    std::stable_sort(records.begin(), records.end(),
+    std::stable_sort(entries.begin(), entries.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
-    mcap::Append(mcap::MessageIndex{channel, std::move(records)}, &scratch_);
+    mcap::Append(mcap::MessageIndex{channel, std::move(entries)}, &scratch_);
     index.message_index_offsets[channel] = at;
     at += scratch_.size() - before;
   }
-  index.message_index_length = scratch_.size() - indexes_begin;
+  index.message_index_length = scratch_.size();
   if (absl::Status s = WriteData(scratch_); !s.ok()) return s;
 
   stats_.uncompressed_bytes += chunk_.size();
-  stats_.compressed_bytes += compressed_.size();
+  stats_.compressed_bytes += records.size();
   ++stats_.chunks;
   chunk_indexes_.push_back(std::move(index));
   chunk_.clear();

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -108,7 +109,9 @@ class McapWriter {
 
  private:
   McapWriter(std::string path, int fd, const McapWriterOptions& options);
-  absl::Status WriteData(std::span<const std::byte> bytes);
+  // Appends to the file; `crc` is the bytes' CRC when the caller knows it.
+  absl::Status WriteData(std::span<const std::byte> bytes,
+                         std::optional<uint32_t> crc = std::nullopt);
   absl::Status WriteSummary(std::vector<std::byte>* out, uint64_t start);
   absl::Status Fail(absl::Status status);
 
