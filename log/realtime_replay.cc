@@ -200,13 +200,19 @@ bool RealtimeReplay::WaitUntilDue(int64_t t, const std::function<bool()>& stop) 
       cv_.wait_for(lock, std::chrono::nanoseconds(wait - 1'000'000));
       continue;
     }
-    // Short waits: an absolute sleep, without the lock, for accuracy.
+    // Short waits: an absolute sleep, without the lock, for accuracy; the
+    // last `spin` of it spinning.
     lock.unlock();
-    timespec ts;
-    ts.tv_sec = due / 1'000'000'000;
-    ts.tv_nsec = due % 1'000'000'000;
-    while (::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) ==
-           EINTR) {
+    const int64_t wake = due - options_.spin.count();
+    if (wake > now) {
+      timespec ts;
+      ts.tv_sec = wake / 1'000'000'000;
+      ts.tv_nsec = wake % 1'000'000'000;
+      while (::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) ==
+             EINTR) {
+      }
+    }
+    while (options_.spin.count() > 0 && MonotonicNow() < due) {
     }
   }
 }

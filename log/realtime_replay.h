@@ -13,6 +13,7 @@
 #define TETHER_LOG_REALTIME_REPLAY_H_
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -49,6 +50,9 @@ struct RealtimeReplayOptions {
   bool restamp = false;
   // Start paused (Step() / SetPaused(false) go on).
   bool start_paused = false;
+  // Sleep until this long before each message is due, then spin: sends land
+  // closer to their time at the cost of CPU (0: sleep all the way).
+  std::chrono::nanoseconds spin{0};
 };
 
 struct ReplayProgress {

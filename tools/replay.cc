@@ -92,6 +92,10 @@ ArgParser ReplayParser() {
   parser.AddOption("channels", "LIST",
                    "comma-separated logged channel names or globs (default: "
                    "all)");
+  parser.AddOption("spin-us", "US",
+                   "spin this long before each message instead of sleeping "
+                   "(closer to the logged times, costs CPU)",
+                   "0");
   parser.AddFlag("loop", "start over at the end, until Ctrl-C");
   parser.AddFlag("restamp", "stamp new send times instead of the logged ones");
   parser.AddFlag("paused", "start paused (Space or s to go on)");
@@ -129,6 +133,9 @@ int RunReplayCommand(const ParsedArgs& args, std::ostream& out,
     }
     (std::string(name) == "start" ? options.start_s : options.end_s) = v;
   }
+  uint64_t spin_us = 0;
+  if (!ParseCountOption(args, cmd, "spin-us", &spin_us, err)) return kExitUsage;
+  options.spin = std::chrono::microseconds(spin_us);
   options.loop = args.Flag("loop");
   options.restamp = args.Flag("restamp");
   options.start_paused = args.Flag("paused");
