@@ -229,15 +229,22 @@ absl::Status RealtimeReplay::Run(const std::function<bool()>& stop) {
   for (int round = 0;; ++round) {
     {
       std::lock_guard lock(mu_);
-      anchor_log_ = range_start_ns_;
-      anchor_wall_ = MonotonicNow();
       progress_.round = round;
     }
     // Later rounds: send times shifted by whole ranges (plus one ms).
     const int64_t shift = round * (span + 1'000'000);
     std::unique_ptr<LogCursor> cursor = reader_->Read(read);
     LogMessage m;
+    bool anchored = false;
     while (cursor->Next(&m)) {
+      if (!anchored) {
+        // The round's clock starts when its first message is ready (reading
+        // the first chunk and filling the reorder window take a while).
+        std::lock_guard lock(mu_);
+        anchor_log_ = m.monotonic_send_ns;
+        anchor_wall_ = MonotonicNow();
+        anchored = true;
+      }
       if (!WaitUntilDue(m.monotonic_send_ns, stop)) {
         std::lock_guard lock(mu_);
         progress_.done = true;
