@@ -501,16 +501,7 @@ absl::StatusOr<CheckReport> CheckLog(const std::string& path) {
   }
   report.messages = messages;
   report.chunks = chunks.size();
-  std::stable_sort(report.problems.begin(), report.problems.end(),
-                   [](const McapProblem& a, const McapProblem& b) {
-                     return a.offset < b.offset;
-                   });
-  report.problems.erase(
-      std::unique(report.problems.begin(), report.problems.end(),
-                  [](const McapProblem& a, const McapProblem& b) {
-                    return a.offset == b.offset && a.what == b.what;
-                  }),
-      report.problems.end());
+  SortProblems(&report.problems);
   return report;
 }
 

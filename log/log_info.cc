@@ -143,16 +143,7 @@ absl::StatusOr<LogInfo> ComputeLogInfo(const std::string& path) {
     }
   }
   info.compression = absl::StrJoin(compressions, ", ");
-  std::stable_sort(info.problems.begin(), info.problems.end(),
-                   [](const McapProblem& a, const McapProblem& b) {
-                     return a.offset < b.offset;
-                   });
-  info.problems.erase(
-      std::unique(info.problems.begin(), info.problems.end(),
-                  [](const McapProblem& a, const McapProblem& b) {
-                    return a.offset == b.offset && a.what == b.what;
-                  }),
-      info.problems.end());
+  SortProblems(&info.problems);
   return info;
 }
 

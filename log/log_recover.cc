@@ -106,16 +106,7 @@ absl::StatusOr<RecoverReport> RecoverLog(const std::string& in,
   report.chunks_read = it->chunks_read();
   report.problems.insert(report.problems.end(), it->problems().begin(),
                          it->problems().end());
-  std::stable_sort(report.problems.begin(), report.problems.end(),
-                   [](const McapProblem& a, const McapProblem& b) {
-                     return a.offset < b.offset;
-                   });
-  report.problems.erase(
-      std::unique(report.problems.begin(), report.problems.end(),
-                  [](const McapProblem& a, const McapProblem& b) {
-                    return a.offset == b.offset && a.what == b.what;
-                  }),
-      report.problems.end());
+  SortProblems(&report.problems);
   if (orphans > 0) {
     report.problems.push_back(
         {0, absl::StrCat(orphans, " messages name a channel whose record was "

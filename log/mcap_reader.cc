@@ -43,6 +43,18 @@ std::string McapProblem::ToString() const {
   return absl::StrCat("offset ", offset, ": ", what);
 }
 
+void SortProblems(std::vector<McapProblem>* problems) {
+  std::stable_sort(problems->begin(), problems->end(),
+                   [](const McapProblem& a, const McapProblem& b) {
+                     return a.offset < b.offset;
+                   });
+  problems->erase(std::unique(problems->begin(), problems->end(),
+                              [](const McapProblem& a, const McapProblem& b) {
+                                return a.offset == b.offset && a.what == b.what;
+                              }),
+                  problems->end());
+}
+
 // --- McapFile ---------------------------------------------------------------
 
 absl::StatusOr<std::unique_ptr<McapFile>> McapFile::Open(

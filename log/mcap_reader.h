@@ -42,6 +42,10 @@ struct McapProblem {
   std::string ToString() const;
 };
 
+// Sorts problems by offset and drops exact repeats (the same damage found
+// by two passes). Any thread.
+void SortProblems(std::vector<McapProblem>* problems);
+
 // The open file: size and positioned reads. Not copyable.
 class McapFile {
  public:

@@ -109,6 +109,17 @@ bool ParsePositiveOption(const ParsedArgs& args, const char* command,
   return true;
 }
 
+bool ParseSecondsOption(const ParsedArgs& args, const char* command,
+                        const char* name, double* out, std::ostream& err) {
+  if (!absl::SimpleAtod(args.Option(name), out) || !std::isfinite(*out) ||
+      *out < 0 || *out > 1e9) {
+    err << command << ": --" << name << " " << args.Option(name)
+        << " is not a number of seconds >= 0; see " << command << " --help\n";
+    return false;
+  }
+  return true;
+}
+
 std::shared_ptr<void> InstallStop(const char* command, StopFn* stop,
                                   std::ostream& err) {
   absl::StatusOr<std::unique_ptr<loop::StopSignals>> signals =

@@ -60,6 +60,10 @@ bool ParseCountOption(const ParsedArgs& args, const char* command,
 bool ParsePositiveOption(const ParsedArgs& args, const char* command,
                          const char* name, double* out, std::ostream& err);
 
+// A finite number of seconds >= 0 (positions in a log).
+bool ParseSecondsOption(const ParsedArgs& args, const char* command,
+                        const char* name, double* out, std::ostream& err);
+
 // Installs SIGINT/SIGTERM handling for the life of the returned guard and
 // sets *stop to poll it. On failure writes to err and returns null.
 std::shared_ptr<void> InstallStop(const char* command, StopFn* stop,

@@ -47,18 +47,6 @@ bool Matches(const std::vector<std::string>& patterns, const std::string& name) 
   });
 }
 
-// Parses --name SECONDS (may be negative-free, finite) into *out.
-bool ParseSecondsOption(const ParsedArgs& args, const char* cmd,
-                        const char* name, double* out, std::ostream& err) {
-  if (!absl::SimpleAtod(args.Option(name), out) || !std::isfinite(*out) ||
-      *out < 0) {
-    err << cmd << ": --" << name << " " << args.Option(name)
-        << " is not a number of seconds >= 0; see " << cmd << " --help\n";
-    return false;
-  }
-  return true;
-}
-
 // --- info -------------------------------------------------------------------
 
 ArgParser InfoParser() {

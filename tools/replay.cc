@@ -126,11 +126,7 @@ int RunReplayCommand(const ParsedArgs& args, std::ostream& out,
   for (const char* name : {"start", "end"}) {
     if (!args.HasOption(name)) continue;
     double v = 0;
-    if (!absl::SimpleAtod(args.Option(name), &v) || !std::isfinite(v) || v < 0) {
-      err << cmd << ": --" << name << " " << args.Option(name)
-          << " is not a number of seconds >= 0\n";
-      return kExitUsage;
-    }
+    if (!ParseSecondsOption(args, cmd, name, &v, err)) return kExitUsage;
     (std::string(name) == "start" ? options.start_s : options.end_s) = v;
   }
   uint64_t spin_us = 0;
