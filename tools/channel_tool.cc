@@ -120,6 +120,18 @@ bool ParseSecondsOption(const ParsedArgs& args, const char* command,
   return true;
 }
 
+bool ParseStartEndOptions(const ParsedArgs& args, const char* command,
+                          std::optional<double>* start,
+                          std::optional<double>* end, std::ostream& err) {
+  for (const char* name : {"start", "end"}) {
+    if (!args.HasOption(name)) continue;
+    double v = 0;
+    if (!ParseSecondsOption(args, command, name, &v, err)) return false;
+    *(name[0] == 's' ? start : end) = v;
+  }
+  return true;
+}
+
 std::shared_ptr<void> InstallStop(const char* command, StopFn* stop,
                                   std::ostream& err) {
   absl::StatusOr<std::unique_ptr<loop::StopSignals>> signals =

@@ -108,15 +108,10 @@ int RunCat(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
         << " (see tether log info)\n";
     return kExitFailure;
   }
-  double start = 0, end = 0;
-  if (args.HasOption("start")) {
-    if (!ParseSecondsOption(args, cmd, "start", &start, err)) return kExitUsage;
-    o.start_ns = r.start_ns() + static_cast<int64_t>(start * 1e9);
-  }
-  if (args.HasOption("end")) {
-    if (!ParseSecondsOption(args, cmd, "end", &end, err)) return kExitUsage;
-    o.end_ns = r.start_ns() + static_cast<int64_t>(end * 1e9);
-  }
+  std::optional<double> start, end;
+  if (!ParseStartEndOptions(args, cmd, &start, &end, err)) return kExitUsage;
+  if (start) o.start_ns = r.start_ns() + static_cast<int64_t>(*start * 1e9);
+  if (end) o.end_ns = r.start_ns() + static_cast<int64_t>(*end * 1e9);
   uint64_t count = 0;
   if (args.HasOption("count") && !ParseCountOption(args, cmd, "count", &count, err)) {
     return kExitUsage;
@@ -256,11 +251,8 @@ int RunPlot(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     return kExitFailure;
   }
   log::PlotRange range;
-  for (const char* name : {"start", "end"}) {
-    if (!args.HasOption(name)) continue;
-    double v = 0;
-    if (!ParseSecondsOption(args, cmd, name, &v, err)) return kExitUsage;
-    (std::string(name) == "start" ? range.start_s : range.end_s) = v;
+  if (!ParseStartEndOptions(args, cmd, &range.start_s, &range.end_s, err)) {
+    return kExitUsage;
   }
   uint64_t width = 0;
   if (!ParseCountOption(args, cmd, "width", &width, err)) return kExitUsage;

@@ -123,11 +123,8 @@ int RunReplayCommand(const ParsedArgs& args, std::ostream& out,
   if (!ParsePositiveOption(args, cmd, "rate", &options.rate, err)) {
     return kExitUsage;
   }
-  for (const char* name : {"start", "end"}) {
-    if (!args.HasOption(name)) continue;
-    double v = 0;
-    if (!ParseSecondsOption(args, cmd, name, &v, err)) return kExitUsage;
-    (std::string(name) == "start" ? options.start_s : options.end_s) = v;
+  if (!ParseStartEndOptions(args, cmd, &options.start_s, &options.end_s, err)) {
+    return kExitUsage;
   }
   uint64_t spin_us = 0;
   if (!ParseCountOption(args, cmd, "spin-us", &spin_us, err)) return kExitUsage;

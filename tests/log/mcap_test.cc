@@ -122,6 +122,15 @@ bool SameMessages(const std::vector<Written>& a, const std::vector<Written>& b) 
   return true;
 }
 
+// How many of `written` the chunk holds (its time range; times are unique).
+size_t InChunk(const std::vector<Written>& written, const mcap::ChunkIndex& c) {
+  size_t n = 0;
+  for (const Written& m : written) {
+    n += m.log_time >= c.message_start_time && m.log_time <= c.message_end_time;
+  }
+  return n;
+}
+
 class McapRoundTrip : public ::testing::TestWithParam<Compression> {};
 
 TEST_P(McapRoundTrip, IndexedAndStreamingReadsGiveBackEveryMessage) {
@@ -299,13 +308,7 @@ TEST(McapReader, CorruptChunkBytesLoseOnlyThatChunk) {
     EXPECT_EQ(problems[0].offset, victim.chunk_start_offset);
     EXPECT_THAT(problems[0].what, HasSubstr("CRC mismatch"));
     // Everything but that chunk's messages.
-    size_t lost = 0;
-    for (const Written& m : written) {
-      if (m.log_time >= victim.message_start_time &&
-          m.log_time <= victim.message_end_time) {
-        ++lost;
-      }
-    }
+    const size_t lost = InChunk(written, victim);
     EXPECT_EQ(got.size(), written.size() - lost);
   }
 }
@@ -335,13 +338,7 @@ TEST(McapReader, CorruptLengthIsSkippedByResynchronising) {
     named |= p.offset == victim.chunk_start_offset;
   }
   EXPECT_TRUE(named);
-  size_t lost = 0;
-  for (const Written& m : written) {
-    if (m.log_time >= victim.message_start_time &&
-        m.log_time <= victim.message_end_time) {
-      ++lost;
-    }
-  }
+  const size_t lost = InChunk(written, victim);
   EXPECT_EQ(got.size(), written.size() - lost);
 }
 
