@@ -158,6 +158,39 @@ TEST_F(LoggerTest, PicksUpChannelsThatAppearWhileItRuns) {
   EXPECT_EQ(n, 10);
 }
 
+TEST_F(LoggerTest, FollowsAChannelThatIsRemovedAndCreatedAgain) {
+  auto first = MakeChannel(root_.options(), schemas_, "/again", kScalarsType);
+  LoggerOptions options = Options("again.mcap");
+  auto logger = Logger::Start(options);
+  ASSERT_TRUE(logger.ok());
+  {
+    auto pub = transport::RawPublisher::Create(first.get());
+    for (int i = 0; i < 5; ++i) PublishBytes(**pub, ScalarsMessage(i));
+  }
+  ASSERT_TRUE(WaitFor([&] { return (*logger)->stats().messages == 5; }));
+  // A restarted stack: the file goes and a new one of the same shape comes.
+  ASSERT_TRUE(shm::Channel::Remove(root_.options(), "/again").ok());
+  auto second = MakeChannel(root_.options(), schemas_, "/again", kScalarsType);
+  auto pub = transport::RawPublisher::Create(second.get());
+  for (int i = 0; i < 7; ++i) PublishBytes(**pub, ScalarsMessage(100 + i));
+  ASSERT_TRUE(WaitFor([&] { return (*logger)->stats().messages == 12; }));
+  bool noticed = false;
+  for (const std::string& n : (*logger)->TakeNotices()) {
+    noticed |= n.find("/again was re-created") != std::string::npos;
+  }
+  EXPECT_TRUE(noticed);
+  ASSERT_TRUE((*logger)->Stop().ok());
+  auto reader = LogReader::Open(options.path);
+  ASSERT_TRUE(reader.ok());
+  const LogChannel* c = (*reader)->FindChannel("/again");
+  ASSERT_NE(c, nullptr);
+  auto cursor = (*reader)->Read(Only(c->id));  // one MCAP channel: same shape
+  LogMessage m;
+  std::vector<uint64_t> indices;
+  while (cursor->Next(&m)) indices.push_back(m.queue_index);
+  EXPECT_THAT(indices, ::testing::ElementsAre(0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 5, 6));
+}
+
 // A queue of 4 and a logger draining every 50 ms: bursts of 40 overflow it.
 // Every message is either in the log or inside exactly one gap record, and
 // the counts agree.
