@@ -91,6 +91,29 @@ bool ParsePositiveOption(const ParsedArgs& args, const char* command,
   return true;
 }
 
+bool ParseSecondsOption(const ParsedArgs& args, const char* command,
+                        const char* name, double* out, std::ostream& err) {
+  if (!absl::SimpleAtod(args.Option(name), out) || !std::isfinite(*out) ||
+      *out < 0 || *out > 1e9) {
+    err << command << ": --" << name << " " << args.Option(name)
+        << " is not a number of seconds >= 0; see " << command << " --help\n";
+    return false;
+  }
+  return true;
+}
+
+bool ParseStartEndOptions(const ParsedArgs& args, const char* command,
+                          std::optional<double>* start,
+                          std::optional<double>* end, std::ostream& err) {
+  for (const char* name : {"start", "end"}) {
+    if (!args.HasOption(name)) continue;
+    double v = 0;
+    if (!ParseSecondsOption(args, command, name, &v, err)) return false;
+    *(name[0] == 's' ? start : end) = v;
+  }
+  return true;
+}
+
 std::shared_ptr<void> InstallStop(const char* command, StopFn* stop,
                                   std::ostream& err) {
   absl::StatusOr<std::unique_ptr<loop::StopSignals>> signals =

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -51,6 +52,15 @@ bool ParseCountOption(const ParsedArgs& args, const char* command,
 // A finite number > 0 (rates in Hz, seconds).
 bool ParsePositiveOption(const ParsedArgs& args, const char* command,
                          const char* name, double* out, std::ostream& err);
+
+// A finite number of seconds >= 0 (positions in a log).
+bool ParseSecondsOption(const ParsedArgs& args, const char* command,
+                        const char* name, double* out, std::ostream& err);
+
+// --start and --end SECONDS, each set only when given.
+bool ParseStartEndOptions(const ParsedArgs& args, const char* command,
+                          std::optional<double>* start,
+                          std::optional<double>* end, std::ostream& err);
 
 // Installs SIGINT/SIGTERM handling for the life of the returned guard and
 // sets *stop to poll it. On failure writes to err and returns null.

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,10 @@
 #include "tools/list.h"
 #include "tools/net_bridge_command.h"
 #include "tools/package_binary.h"
+#include "tools/log_command.h"
 #include "tools/pub.h"
+#include "tools/record.h"
+#include "tools/replay.h"
 #include "tools/stat.h"
 #include "transport/channel_handle.h"
 #include "transport/node_environment.h"
@@ -227,6 +231,12 @@ constexpr Command kCommands[] = {
     {"net-bridge",
      "forward chosen channels to and from other hosts over Cyclone DDS",
      &NetBridgeParser, &RunNetBridgeCommand},
+    {"record", "record a stack's channels into an MCAP log, losses included",
+     &RecordParser, &RunRecordCommand},
+    {"replay", "play a log back into shared memory in real time",
+     &ReplayParser, &RunReplayCommand},
+    {"log", "log tools: info, cat, check, recover, plot (tether log --help)",
+     &LogParser, &RunLogCommand},
 };
 
 }  // namespace
@@ -242,6 +252,11 @@ int main(int argc, char** argv) {
   if (!args.empty() && args[0] == "net-bridge") {
     return tether::tools::ExecNetBridge(
         std::span<const std::string>(args).subspan(1), std::cerr);
+  }
+  // `tether log <command>` has a command table of its own.
+  if (!args.empty() && args[0] == "log") {
+    return tether::tools::RunLogCli(std::span(args).subspan(1), std::cout,
+                                    std::cerr);
   }
   return tether::tools::RunCli(tether::tools::kCommands, args, std::cout,
                                std::cerr);
