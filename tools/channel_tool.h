@@ -26,9 +26,13 @@ namespace tether::tools {
 // Empty means "never".
 using StopFn = std::function<bool()>;
 
-// --root and --instance (same defaults as `tether list`).
+// --root and --instance. Unset, they are $TETHER_ROOT and $TETHER_INSTANCE
+// (what the launcher gives its nodes), else /dev/shm/tether and default.
 void AddRootInstanceOptions(ArgParser& parser);
-shm::ChannelOptions RootInstanceFrom(const ParsedArgs& args);
+// Sets *out from them; a bad instance name (transport/names.h) is printed
+// as "<command>: ..." on `err` and returns false (exit with kExitUsage).
+bool RootInstanceFrom(const ParsedArgs& args, const char* command,
+                      shm::ChannelOptions* out, std::ostream& err);
 
 // A channel opened by name with its message type loaded from the schema
 // blob the channel carries (no compiled-in schemas needed).

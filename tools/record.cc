@@ -90,18 +90,7 @@ int RunRecordCommand(const ParsedArgs& args, std::ostream& out,
                      std::ostream& err) {
   const char* cmd = "tether record";
   log::LoggerOptions options;
-  options.channels = RootInstanceFrom(args);
-  // As a node of a stack, use the launcher's channels unless told otherwise.
-  if (!args.HasOption("root")) {
-    if (const char* r = std::getenv("TETHER_ROOT"); r != nullptr && *r) {
-      options.channels.root = r;
-    }
-  }
-  if (!args.HasOption("instance")) {
-    if (const char* i = std::getenv("TETHER_INSTANCE"); i != nullptr && *i) {
-      options.channels.instance = i;
-    }
-  }
+  if (!RootInstanceFrom(args, "tether record", &options.channels, err)) return kExitUsage;
   options.path = args.HasOption("out") ? args.Option("out")
                                        : DefaultPath(options.channels.instance);
   options.overwrite = args.Flag("force");

@@ -107,7 +107,7 @@ int RunReplayCommand(const ParsedArgs& args, std::ostream& out,
                      std::ostream& err) {
   const char* cmd = "tether replay";
   log::RealtimeReplayOptions options;
-  options.channels = RootInstanceFrom(args);
+  if (!RootInstanceFrom(args, "tether replay", &options.channels, err)) return kExitUsage;
   for (absl::string_view p :
        absl::StrSplit(args.Option("channels"), ',', absl::SkipEmpty())) {
     options.select.emplace_back(p);

@@ -75,8 +75,10 @@ ArgParser ListParser() {
 }
 
 int RunList(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
+  shm::ChannelOptions where;
+  if (!RootInstanceFrom(args, "tether list", &where, err)) return kExitUsage;
   absl::StatusOr<std::vector<transport::ChannelSummary>> channels =
-      transport::ListChannels(RootInstanceFrom(args));
+      transport::ListChannels(where);
   if (!channels.ok()) {
     err << "tether list: " << channels.status().message() << "\n";
     return kExitFailure;
@@ -147,7 +149,7 @@ bool ParseSeconds(const ParsedArgs& args, const char* name, bool positive,
 int RunLaunch(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   LaunchOptions options;
   options.stack_path = args.Positional("stack");
-  options.channels = RootInstanceFrom(args);
+  if (!RootInstanceFrom(args, "tether launch", &options.channels, err)) return kExitUsage;
   options.working_directory = args.Option("workdir");
   options.status_json_path = args.Option("status-json");
   options.status_channel = !args.Flag("no-status-channel");

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/util/run_command.h"
 
 namespace tether::examples::testing {
 
@@ -46,17 +47,7 @@ class DemoWorkdir {
   std::string path_;
 };
 
-// Runs `command` through the shell; its stdout, and its wait status.
-inline std::string RunCommand(const std::string& command, int* status) {
-  std::string out;
-  FILE* p = ::popen(command.c_str(), "r");
-  if (p == nullptr) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  *status = ::pclose(p);
-  return out;
-}
+using ::tether::testing::RunCommand;
 
 // The monitor's summary in the launcher's output `out`: every 1 kHz channel
 // flowed with nothing missed, the controller tracked, and every node stopped

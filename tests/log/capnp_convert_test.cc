@@ -12,6 +12,7 @@
 #include "log/logger.h"
 #include "tests/log/log_test_util.h"
 #include "tests/shm/shm_test_util.h"
+#include "tests/util/run_command.h"
 
 namespace tether::log {
 namespace {
@@ -21,17 +22,10 @@ using namespace ::tether::log::testing;
 
 std::string Convert(const std::string& file, const std::string& type,
                     int* status) {
-  std::string out;
-  FILE* p = ::popen(("capnp convert binary:json tests/transport/framing_test.capnp " +
-                     type + " < '" + file + "' 2>&1")
-                        .c_str(),
-                    "r");
-  if (p == nullptr) return out;
-  char buf[8192];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  *status = ::pclose(p);
-  return out;
+  return ::tether::testing::RunCommand(
+      "capnp convert binary:json tests/transport/framing_test.capnp " + type +
+          " < '" + file + "' 2>&1",
+      status);
 }
 
 TEST(CapnpConvert, DecodesLoggedPayloadsOfEveryShape) {

@@ -31,6 +31,7 @@
 #include "log/log_replayer.h"
 #include "tests/log/log_test_util.h"
 #include "tests/shm/shm_test_util.h"
+#include "tests/util/run_command.h"
 #include "transport/framing.h"
 
 namespace tether::log {
@@ -77,17 +78,11 @@ int RecordDemo(const std::string& log, std::string* output) {
       << "\", \"--force\", \"--from-oldest\", \"--period\", \"5\", "
          "\"--quiet\"],\n"
          "   \"restart\": {\"policy\": \"never\"}}]}\n";
-  FILE* launch = ::popen(("tools/tether launch " + config + " --root " +
-                          root.root() + " --instance demo --duration 3 "
-                          "--workdir " + work + " 2>&1")
-                             .c_str(),
-                         "r");
-  if (launch == nullptr) return -1;
-  char buf[4096];
-  size_t n;
-  output->clear();
-  while ((n = std::fread(buf, 1, sizeof(buf), launch)) > 0) output->append(buf, n);
-  const int status = ::pclose(launch);
+  int status = 0;
+  *output = ::tether::testing::RunCommand(
+      "tools/tether launch " + config + " --root " + root.root() +
+          " --instance demo --duration 3 --workdir " + work + " 2>&1",
+      &status);
   if (std::system(("rm -rf '" + work + "'").c_str()) != 0) return -1;
   return status;
 }

@@ -26,22 +26,14 @@
 #include "log/mcap_reader.h"
 #include "tests/log/log_test_util.h"
 #include "tests/shm/shm_test_util.h"
+#include "tests/util/run_command.h"
 
 namespace tether::log {
 namespace {
 
 using namespace ::tether::log::testing;
 
-std::string RunCommand(const std::string& command, int* status) {
-  std::string out;
-  FILE* p = ::popen(command.c_str(), "r");
-  if (p == nullptr) return out;
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  *status = ::pclose(p);
-  return out;
-}
+using ::tether::testing::RunCommand;
 
 std::string* g_modules = nullptr;
 
