@@ -181,7 +181,7 @@ bool RosGraph::Start() {
                 &code);
         return code == 0;
       },
-      std::chrono::seconds(30));
+      std::chrono::seconds(90));
 }
 
 void RosGraph::StopMaster() {
