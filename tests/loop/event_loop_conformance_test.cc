@@ -29,6 +29,19 @@ namespace {
 using std::chrono::milliseconds;
 using ::testing::ElementsAre;
 
+// `n` ms, times TETHER_TEST_TIME_SCALE (an integer 1..1000; default 1). Real
+// loops on a slow machine, such as an emulated guest (`./tether rt-lab`),
+// need longer windows for what the tests let happen; every span of the suite
+// scales alike, so the simulated loop's exact counts hold at any scale.
+Duration Ms(int64_t n) {
+  static const int64_t scale = [] {
+    const char* text = std::getenv("TETHER_TEST_TIME_SCALE");
+    const int64_t value = text != nullptr ? std::atoll(text) : 1;
+    return value >= 1 && value <= 1000 ? value : int64_t{1};
+  }();
+  return milliseconds(n) * scale;
+}
+
 constexpr char kStack[] = R"({
   "channels": [
     {"name": "/test/a", "type": "tests/transport/framing_test.capnp:Scalars",
@@ -182,7 +195,7 @@ TEST_P(ConformanceTest, OnRunComesFirstAndOnce) {
   });
   loop->AddTimer([&] { events.push_back("timer"); })
       ->Schedule(loop->monotonic_now());
-  harness_->RunFor(milliseconds(20));
+  harness_->RunFor(Ms(20));
   EXPECT_THAT(events, ElementsAre("on-run", "timer"));
 }
 
@@ -209,8 +222,8 @@ TEST_P(ConformanceTest, WatcherGetsEveryMessageInOrderWithContext) {
                   .ok());
   int64_t next = 0;
   loop->AddTimer([&] { SendScalar(sender->get(), next++); })
-      ->Schedule(loop->monotonic_now() + milliseconds(1), milliseconds(2));
-  harness_->RunFor(milliseconds(41));
+      ->Schedule(loop->monotonic_now() + Ms(1), Ms(2));
+  harness_->RunFor(Ms(41));
   // A real loop on a loaded 2-core machine may run late and skip sends
   // (counted by the timer); order and completeness are what is checked.
   ASSERT_GE(got.size(), 5u);
@@ -237,8 +250,8 @@ TEST_P(ConformanceTest, WatchersAcrossChannelsSeeMessagesInSendOrder) {
         SendScalar((n % 3 == 1 ? b : a)->get(), n);
         ++n;
       })
-      ->Schedule(loop->monotonic_now() + milliseconds(1), milliseconds(1));
-  harness_->RunFor(milliseconds(15));
+      ->Schedule(loop->monotonic_now() + Ms(1), Ms(1));
+  harness_->RunFor(Ms(15));
   ASSERT_GE(got.size(), 3u);
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], int64_t(i));
 }
@@ -254,15 +267,15 @@ TEST_P(ConformanceTest, OneShotAndPeriodicTimers) {
         EXPECT_EQ(loop->context().type, EventContext::Type::kTimer);
         EXPECT_GE(loop->monotonic_now(), one_shot_due);
       })
-      ->Schedule(start + milliseconds(5));
+      ->Schedule(start + Ms(5));
   TimerHandle* p = loop->AddTimer([&] { ++periodic; });
-  p->Schedule(start + milliseconds(2), milliseconds(4));
+  p->Schedule(start + Ms(2), Ms(4));
   TimerHandle* disabled = loop->AddTimer([&] { ADD_FAILURE(); });
-  disabled->Schedule(start + milliseconds(3));
+  disabled->Schedule(start + Ms(3));
   disabled->Disable();
-  harness_->RunFor(milliseconds(40));
+  harness_->RunFor(Ms(40));
   EXPECT_EQ(one_shot, 1);
-  EXPECT_EQ(one_shot_due, start + milliseconds(5));
+  EXPECT_EQ(one_shot_due, start + Ms(5));
   // Due at 2, 6, ..., 38 ms: 10 times (a late real loop skips, and counts).
   EXPECT_EQ(periodic + static_cast<int>(p->stats().missed), 10);
   EXPECT_GE(periodic, 3);
@@ -278,11 +291,11 @@ TEST_P(ConformanceTest, PhasedLoopRunsOnItsPhase) {
         due.push_back(loop->context().monotonic_event_time);
         cycles_total += cycles;
       },
-      milliseconds(5), milliseconds(2));
-  harness_->RunFor(milliseconds(52));
+      Ms(5), Ms(2));
+  harness_->RunFor(Ms(52));
   ASSERT_GE(due.size(), 3u);
   for (MonotonicTime t : due) {
-    EXPECT_EQ((t.time_since_epoch() % milliseconds(5)), milliseconds(2));
+    EXPECT_EQ((t.time_since_epoch() % Ms(5)), Ms(2));
   }
   // Every phase point is either run or counted as missed.
   EXPECT_EQ(static_cast<uint64_t>(cycles_total),
@@ -307,8 +320,8 @@ TEST_P(ConformanceTest, LostMessagesAreReportedExactly) {
   loop->AddTimer([&] {
         for (int i = 0; i < 24; ++i) SendScalar(sender->get(), i);
       })
-      ->Schedule(loop->monotonic_now() + milliseconds(1));
-  harness_->RunFor(milliseconds(10));
+      ->Schedule(loop->monotonic_now() + Ms(1));
+  harness_->RunFor(Ms(10));
   EXPECT_THAT(got, ElementsAre(16, 17, 18, 19, 20, 21, 22, 23));
   EXPECT_EQ(missed, 16u);
   EXPECT_EQ(loop->watcher_stats(0).missed, 16u);
@@ -327,7 +340,7 @@ TEST_P(ConformanceTest, FetcherPullsLatestAndNext) {
         SendScalar(sender->get(), v++);
         SendScalar(sender->get(), v++);
       })
-      ->Schedule(start + milliseconds(1), milliseconds(4));
+      ->Schedule(start + Ms(1), Ms(4));
   loop->AddTimer([&] {
         transport::Message<Scalars> m;
         if ((*latest)->Latest(&m) == transport::ReceiveStatus::kOk) {
@@ -337,8 +350,8 @@ TEST_P(ConformanceTest, FetcherPullsLatestAndNext) {
           next_seen.push_back(m.root.getI64());
         }
       })
-      ->Schedule(start + milliseconds(3), milliseconds(4));
-  harness_->RunFor(milliseconds(18));
+      ->Schedule(start + Ms(3), Ms(4));
+  harness_->RunFor(Ms(18));
   ASSERT_GE(latest_seen.size(), 1u);
   // Latest skips to the newest (odd values); Next sees everything in order.
   for (int64_t v : latest_seen) EXPECT_EQ(v % 2, 1);
@@ -363,11 +376,11 @@ TEST_P(ConformanceTest, ExitFromACallbackStopsTheLoop) {
   int ticks = 0;
   const MonotonicTime start = harness_->Now();
   loop->AddTimer([&] { ++ticks; })
-      ->Schedule(loop->monotonic_now() + milliseconds(1), milliseconds(1));
+      ->Schedule(loop->monotonic_now() + Ms(1), Ms(1));
   loop->AddTimer([&] { harness_->Exit(); })
-      ->Schedule(loop->monotonic_now() + milliseconds(5));
-  harness_->RunFor(std::chrono::seconds(5));
-  EXPECT_LT(harness_->Now() - start, std::chrono::seconds(2));
+      ->Schedule(loop->monotonic_now() + Ms(5));
+  harness_->RunFor(Ms(5000));
+  EXPECT_LT(harness_->Now() - start, Ms(2000));
   EXPECT_LE(ticks, 5);
   EXPECT_GE(ticks, 1);
 }
@@ -388,9 +401,9 @@ TEST_P(ConformanceTest, SendTimesFollowTheLoopClock) {
         sent_at = loop->monotonic_now();
         SendScalar(sender->get(), 1);
       })
-      ->Schedule(loop->monotonic_now() + milliseconds(3));
+      ->Schedule(loop->monotonic_now() + Ms(3));
   // Ends when the message arrives; the bound only matters if it never does.
-  harness_->RunFor(std::chrono::seconds(5));
+  harness_->RunFor(Ms(5000));
   ASSERT_GE(send_ns, 0);
   const int64_t at = static_cast<int64_t>(ToMonotonicNs(sent_at));
   if (simulated()) {
@@ -423,8 +436,8 @@ TEST_P(ConformanceTest, TimerDueWithAMessageRunsBeforeIt) {
         // message just sent.
         second->Schedule(loop->context().monotonic_event_time);
       })
-      ->Schedule(loop->monotonic_now() + milliseconds(2));
-  harness_->RunFor(std::chrono::seconds(5));
+      ->Schedule(loop->monotonic_now() + Ms(2));
+  harness_->RunFor(Ms(5000));
   EXPECT_EQ(trace, "A B M1 ");
 }
 
@@ -459,8 +472,8 @@ TEST_P(ConformanceTest, CorruptChannelStopsOnlyItsWatcher) {
   loop->AddTimer([&] {
         SendScalar(to_b->get(), n++);
       })
-      ->Schedule(loop->monotonic_now() + milliseconds(1), milliseconds(1));
-  harness_->RunFor(std::chrono::seconds(5));
+      ->Schedule(loop->monotonic_now() + Ms(1), Ms(1));
+  harness_->RunFor(Ms(5000));
   EXPECT_EQ(on_a, 0);
   EXPECT_TRUE(loop->watcher_stats(0).corrupt);
   EXPECT_FALSE(loop->watcher_stats(1).corrupt);
@@ -480,8 +493,8 @@ TEST_P(ConformanceTest, TwoNodesTalkThroughAChannel) {
                   .ok());
   int64_t n = 0;
   talker->AddTimer([&] { SendScalar(sender->get(), n++); })
-      ->Schedule(talker->monotonic_now() + milliseconds(2), milliseconds(2));
-  harness_->RunFor(milliseconds(30));
+      ->Schedule(talker->monotonic_now() + Ms(2), Ms(2));
+  harness_->RunFor(Ms(30));
   ASSERT_GE(got.size(), 3u);
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], int64_t(i));
 }
