@@ -176,25 +176,26 @@ RingWaitTimer JudgeRingWait(const DeadlineStats& ring,
                    describe("clock_nanosleep", floor));
   RingWaitTimer verdict;
   std::string why;
-  if (floor.deadlines < 100 || ring.deadlines < 100) {
+  const int64_t margin = std::max<int64_t>(10, ring.deadlines * 3 / 100);
+  const bool late_typically = ring.p50 > floor.p50 + microseconds(100) &&
+                              ring.p50 > 2 * floor.p50;
+  const bool misses_more = ring.missed > 2 * floor.missed + margin;
+  if (floor.wakeups < 100 || ring.wakeups < 100) {
     verdict = RingWaitTimer::kInconclusive;
-    why = "too few deadlines to judge";
-  } else if (floor.missed * 5 > floor.deadlines) {
+    why = "too few wakeups to judge";
+  } else if (late_typically || misses_more) {
+    verdict = RingWaitTimer::kSoft;
+    why = "io_uring wait timeouts are soft for real-time waiters here "
+          "(they wait for the same-CPU SCHED_FIFO load): loops use "
+          "hard-timer deadlines";
+  } else if (floor.missed * 5 > floor.deadlines * 3) {
     verdict = RingWaitTimer::kInconclusive;
-    why = "the floor itself missed over 20% (the CPU is busy with other "
+    why = "the floor itself missed over 60% (the CPU is busy with other "
           "real-time work): cannot tell";
   } else {
-    const int64_t margin = std::max<int64_t>(10, ring.deadlines * 3 / 100);
-    if (ring.missed > 2 * floor.missed + margin) {
-      verdict = RingWaitTimer::kSoft;
-      why = "io_uring wait timeouts are soft for real-time waiters here "
-            "(they wait for the same-CPU SCHED_FIFO load): loops use "
-            "hard-timer deadlines";
-    } else {
-      verdict = RingWaitTimer::kHard;
-      why = "io_uring wait timeouts keep deadlines as clock_nanosleep does: "
-            "loops wait in io_uring";
-    }
+    verdict = RingWaitTimer::kHard;
+    why = "io_uring wait timeouts keep deadlines as clock_nanosleep does: "
+          "loops wait in io_uring";
   }
   if (reason != nullptr) *reason = absl::StrCat(why, " (", numbers, ")");
   return verdict;

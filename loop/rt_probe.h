@@ -122,11 +122,17 @@ void RunDeadlineGrid(MonotonicTime start, Duration period, MonotonicTime end,
 void NanosleepUntil(MonotonicTime t);
 
 // The verdict on `ring` (the io_uring wait timeout) against `floor`
-// (clock_nanosleep) from the same run: kInconclusive when the floor saw
-// fewer than 100 deadlines or missed more than 20% of them; kSoft when the
-// ring wait missed more than twice the floor's misses plus a margin of
-// max(10, 3% of the deadlines); else kHard. `reason` (if not null) gets one
-// sentence with the numbers. Any thread; pure.
+// (clock_nanosleep) from the same run, in this order: kInconclusive when
+// either saw fewer than 100 wakeups; kSoft when the ring wait's median
+// lateness is over 100 us and over twice the floor's (a soft timer waits for
+// the rest of a burst: hundreds of us, where a hard one is as late as the
+// floor), or it missed more than twice the floor's deadlines plus max(10, 3%
+// of the deadlines); kInconclusive when the floor missed over 60% (other
+// real-time work, or a starved virtual CPU: nothing to compare against);
+// else kHard. Medians first because they survive a noisy machine (an
+// emulator whose virtual CPUs the host preempts for milliseconds makes
+// both waits miss alike). `reason` (if not null) gets one sentence with the
+// numbers. Any thread; pure.
 RingWaitTimer JudgeRingWait(const DeadlineStats& ring,
                             const DeadlineStats& floor, std::string* reason);
 

@@ -21,11 +21,12 @@ namespace {
 
 using std::chrono::milliseconds;
 
-DeadlineStats Stats(int64_t deadlines, int64_t missed) {
+DeadlineStats Stats(int64_t deadlines, int64_t missed, int p50_us = 80) {
   DeadlineStats s;
   s.deadlines = deadlines;
   s.missed = missed;
   s.wakeups = deadlines - missed;
+  s.p50 = std::chrono::microseconds(p50_us);
   return s;
 }
 
@@ -38,11 +39,27 @@ TEST(JudgeRingWait, MissesFarBeyondTheFloorMeanSoft) {
   EXPECT_NE(reason.find("487"), std::string::npos) << reason;
 }
 
+TEST(JudgeRingWait, ATypicalWakeupFarLaterThanTheFloorMeansSoft) {
+  // 6.12.107-rt on a loaded emulator: both miss a lot, the medians differ.
+  EXPECT_EQ(JudgeRingWait(Stats(1004, 548, 652), Stats(1001, 125, 77), nullptr),
+            RingWaitTimer::kSoft);
+  EXPECT_EQ(JudgeRingWait(Stats(1000, 300, 652), Stats(1000, 300, 77), nullptr),
+            RingWaitTimer::kSoft);
+  // Later, but not by 100 us, or not twice the floor: not that.
+  EXPECT_EQ(JudgeRingWait(Stats(1000, 10, 170), Stats(1000, 10, 80), nullptr),
+            RingWaitTimer::kHard);
+  EXPECT_EQ(JudgeRingWait(Stats(1000, 10, 390), Stats(1000, 10, 200), nullptr),
+            RingWaitTimer::kHard);
+}
+
 TEST(JudgeRingWait, MissesLikeTheFloorMeanHard) {
   // 6.12.117-rt in the lab: the same noise as clock_nanosleep.
   EXPECT_EQ(JudgeRingWait(Stats(1000, 17), Stats(1000, 12), nullptr),
             RingWaitTimer::kHard);
   EXPECT_EQ(JudgeRingWait(Stats(1000, 0), Stats(1000, 0), nullptr),
+            RingWaitTimer::kHard);
+  // A loaded emulator: a third of both missed, same medians.
+  EXPECT_EQ(JudgeRingWait(Stats(1002, 317, 76), Stats(1004, 343, 76), nullptr),
             RingWaitTimer::kHard);
   // Within the margin: max(10, 3%) over twice the floor.
   EXPECT_EQ(JudgeRingWait(Stats(1000, 54), Stats(1000, 12), nullptr),
@@ -51,10 +68,10 @@ TEST(JudgeRingWait, MissesLikeTheFloorMeanHard) {
             RingWaitTimer::kSoft);
 }
 
-TEST(JudgeRingWait, ABusyFloorOrTooFewDeadlinesAreInconclusive) {
-  EXPECT_EQ(JudgeRingWait(Stats(1000, 600), Stats(1000, 300), nullptr),
+TEST(JudgeRingWait, AStarvedFloorOrTooFewWakeupsAreInconclusive) {
+  EXPECT_EQ(JudgeRingWait(Stats(1000, 700), Stats(1000, 650), nullptr),
             RingWaitTimer::kInconclusive);
-  EXPECT_EQ(JudgeRingWait(Stats(50, 25), Stats(50, 0), nullptr),
+  EXPECT_EQ(JudgeRingWait(Stats(150, 75), Stats(150, 0), nullptr),
             RingWaitTimer::kInconclusive);
 }
 
