@@ -50,7 +50,8 @@ report "@@FACT sched_rt_runtime_us $(cat /proc/sys/kernel/sched_rt_runtime_us)"
 report "@@FACT init_uptime $(cut -d' ' -f1 /proc/uptime)"
 . /lab/steps.sh
 # Kernel messages that bear on the results (RT throttling, warnings).
-dmesg | grep -iE 'throttl|WARNING|BUG|hung|stall' | head -20 | while read -r line; do
+dmesg | grep -E 'RT throttling|WARNING:|BUG:|hung_task|rcu.*stall|Oops' | head -20 |
+while read -r line; do
   report "@@DMESG $line"
 done
 report "@@LAB-DONE uptime=$(cut -d' ' -f1 /proc/uptime)"

@@ -468,6 +468,8 @@ def boot(label, image, initrd, expect, accel, out_dir, timeout, progress=True):
         if begin_seen_at is None and "@@LAB-BEGIN" in text:
             begin_seen_at = elapsed
         if progress:
+            # Complete lines only: QEMU may be in the middle of one.
+            text = text[:text.rfind("\n") + 1]
             for line in text.splitlines()[seen:]:
                 m = re.match(r"@@STEP-END (\S+) rc=(-?\d+)", line)
                 if m:
