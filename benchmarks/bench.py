@@ -809,7 +809,7 @@ class Report:
     def summary_table(self):
         """The comparison at a glance: p50 / p99 one-way per system."""
         default = self.b.probe.get("default")
-        keys = [f"tether/{default}", "tether/futex_thread", "iceoryx", "ros1",
+        keys = [f"tether/{default}", "tether/futex_waitv", "iceoryx", "ros1",
                 "dds/net", "dds/shm", "floor/futex", "floor/spin"]
         keys = [k for k in dict.fromkeys(keys) if k in self.systems]
         cases = [(64, "touch16"), (4096, "full"), (1048576, "touch16"),
@@ -951,7 +951,7 @@ class Report:
         if not default:
             return []
         d = f"tether/{default}"
-        fallback = "tether/futex_thread"
+        fallback = "tether/futex_waitv"
         lines = []
 
         def check(text, num, den, what, target):
@@ -970,7 +970,7 @@ class Report:
             check(f"{name}: {default} 1 MiB full p50 / raw-shm memcpy ping-pong "
                   "1 MiB p50", self.find(pl, d, 1048576, "full"),
                   self.find(pl, "floor/futex", 1048576, "full"), "p50", 1.2)
-            check(f"{name}: fallback (futex_thread) 64 B p50 / raw futex p50",
+            check(f"{name}: fallback (futex_waitv) 64 B p50 / raw futex p50",
                   self.find(pl, fallback, 64, "touch16"),
                   self.find(pl, "floor/futex", 64, "touch16"), "p50", 1.5)
             check(f"{name}: {default} 64 B p50 / raw futex p50",
@@ -1124,8 +1124,8 @@ class Report:
 STYLES = {
     "tether/uring_futex": "lc rgb '#1f77b4' lw 2.5",
     "tether/uring_futex+spin": "lc rgb '#1f77b4' lw 1.5 dt 2",
-    "tether/futex_thread": "lc rgb '#2ca02c' lw 2.5",
-    "tether/futex_thread+spin": "lc rgb '#2ca02c' lw 1.5 dt 2",
+    "tether/futex_waitv": "lc rgb '#2ca02c' lw 2.5",
+    "tether/futex_waitv+spin": "lc rgb '#2ca02c' lw 1.5 dt 2",
     "iceoryx": "lc rgb '#ff7f0e' lw 2",
     "ros1": "lc rgb '#d62728' lw 2",
     "dds/net": "lc rgb '#9467bd' lw 2",

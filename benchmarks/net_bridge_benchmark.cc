@@ -229,10 +229,12 @@ class Bench {
     if (!ping_sender.ok()) return ping_sender.status();
     if (!pong_sender.ok()) return pong_sender.status();
     loop::RawSender* pong = pong_sender->get();
-    absl::Status s = (*echo)->MakeRawWatcher(
-        "/bench/ping", [pong](const transport::RawMessage& m) {
-          (void)pong->Publish(m.bytes);
-        });
+    absl::Status s = (*echo)
+                         ->MakeRawWatcher("/bench/ping",
+                                          [pong](const transport::RawMessage& m) {
+                                            (void)pong->Publish(m.bytes);
+                                          })
+                         .status();
     if (!s.ok()) return s;
     std::vector<int64_t> rtts;
     rtts.reserve(o_.samples);
@@ -247,15 +249,15 @@ class Bench {
       (void)ping->Publish(message);
     };
     s = pl->MakeRawWatcher("/bench/pong", [&](const transport::RawMessage&) {
-      const int64_t now =
-          static_cast<int64_t>(loop::ToMonotonicNs(pl->monotonic_now()));
-      if (done >= o_.warmup) rtts.push_back(now - sent_at);
-      if (++done < total) {
-        send();
-      } else {
-        pl->Exit();
-      }
-    });
+            const int64_t now =
+                static_cast<int64_t>(loop::ToMonotonicNs(pl->monotonic_now()));
+            if (done >= o_.warmup) rtts.push_back(now - sent_at);
+            if (++done < total) {
+              send();
+            } else {
+              pl->Exit();
+            }
+          }).status();
     if (!s.ok()) return s;
     int last_done = -1;
     loop::TimerHandle* watchdog = pl->AddTimer([&] {

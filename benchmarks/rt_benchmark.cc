@@ -46,7 +46,7 @@ constexpr char kUsage[] =
     "            and subscribe on the same channel every 200 us, each living\n"
     "            50-300 ms, beside SCHED_FIFO 50 bursts on both CPUs: for each\n"
     "            wake mechanism (--mechanisms: tether_uring_futex,\n"
-    "            tether_futex_thread, raw_futex, raw_futex_split,\n"
+    "            tether_futex_waitv, raw_futex, raw_futex_split,\n"
     "            raw_futex_rt_wakes, msg_ring):\n"
     "            real-time deliveries late by > 100 us, p50/p99/longest, lost,\n"
     "            and the publisher's time inside Send. --seconds: per\n"

@@ -51,7 +51,7 @@ constexpr uint64_t kSourceTag = ~uint64_t{0};
 
 enum class Mechanism {
   kTetherUring,
-  kTetherThread,
+  kTetherWaitv,
   kRawFutex,
   kRawSplit,
   kRawRtWakes,
@@ -66,7 +66,7 @@ struct MechanismInfo {
 
 constexpr MechanismInfo kMechanisms[] = {
     {Mechanism::kTetherUring, "tether_uring_futex", "tether, uring_futex"},
-    {Mechanism::kTetherThread, "tether_futex_thread", "tether, futex_thread"},
+    {Mechanism::kTetherWaitv, "tether_futex_waitv", "tether, futex_waitv"},
     {Mechanism::kRawFutex, "raw_futex", "raw futex, one word (floor)"},
     {Mechanism::kRawSplit, "raw_futex_split",
      "raw futex, RT readers on their own word, woken first (experiment)"},
@@ -77,7 +77,7 @@ constexpr MechanismInfo kMechanisms[] = {
 };
 
 bool IsTether(Mechanism m) {
-  return m == Mechanism::kTetherUring || m == Mechanism::kTetherThread;
+  return m == Mechanism::kTetherUring || m == Mechanism::kTetherWaitv;
 }
 
 // One reader ring that publishers may post to (msg_ring).
@@ -261,7 +261,7 @@ void ReapRing(Board* b, io_uring* ring, bool rt_reader) {
     loop::UringEventLoopOptions options;
     options.port.backend = c.m == Mechanism::kTetherUring
                                ? loop::WakeBackend::kUringFutex
-                               : loop::WakeBackend::kFutexThread;
+                               : loop::WakeBackend::kFutexWaitv;
     options.check_allocations = false;
     options.port.deadline_timer = c.o->deadline_timer;
     auto loop = loop::UringEventLoop::Create("rt-subscriber", c.set, options);
@@ -269,7 +269,7 @@ void ReapRing(Board* b, io_uring* ring, bool rt_reader) {
     loop::UringEventLoop* l = loop->get();
     std::snprintf(b->note, sizeof(b->note), "%s",
                   l->backend_description().c_str());
-    const absl::Status s = l->MakeWatcher<Scalars>(
+    const absl::StatusOr<loop::WatcherHandle*> s = l->MakeWatcher<Scalars>(
         "/rt", [&](Scalars::Reader m, const loop::MessageContext& ctx) {
           const int64_t seq = m.getI64();
           if (seq == kStopSeq) {
@@ -279,7 +279,7 @@ void ReapRing(Board* b, io_uring* ring, bool rt_reader) {
                            ctx.monotonic_receive_ns - ctx.monotonic_send_ns);
           }
         });
-    if (!s.ok()) Fail(b, "%s", std::string(s.message()).c_str());
+    if (!s.ok()) Fail(b, "%s", std::string(s.status().message()).c_str());
     l->OnRun([b] { b->rt_ready.store(1); });
     l->AddTimer([l] { l->Exit(); })
         ->Schedule(l->monotonic_now() + c.o->duration + seconds(20));  // safety
@@ -401,7 +401,7 @@ void RawPublish(Board* b, Mechanism m, int64_t seq) {
     loop::UringEventLoopOptions options;
     options.port.backend = c.m == Mechanism::kTetherUring
                                ? loop::WakeBackend::kUringFutex
-                               : loop::WakeBackend::kFutexThread;
+                               : loop::WakeBackend::kFutexWaitv;
     options.check_allocations = false;
     options.port.deadline_timer = c.o->deadline_timer;
     auto loop = loop::UringEventLoop::Create("churner", c.set, options);
@@ -409,9 +409,9 @@ void RawPublish(Board* b, Mechanism m, int64_t seq) {
     loop::UringEventLoop* l = loop->get();
     auto sender = l->MakeSender<Scalars>("/rt");
     if (!sender.ok()) Fail(b, "%s", std::string(sender.status().message()).c_str());
-    const absl::Status s = l->MakeWatcher<Scalars>(
+    const absl::StatusOr<loop::WatcherHandle*> s = l->MakeWatcher<Scalars>(
         "/rt", [](Scalars::Reader, const loop::MessageContext&) {});
-    if (!s.ok()) Fail(b, "%s", std::string(s.message()).c_str());
+    if (!s.ok()) Fail(b, "%s", std::string(s.status().message()).c_str());
     l->AddTimer([&] {
          if (l->monotonic_now() >= death || b->stop_churn.load() != 0) {
            l->Exit();
@@ -510,11 +510,11 @@ absl::Status RunOne(const MechanismInfo& info, const ContentionOptions& o,
   row.key = info.key;
   row.label = info.label;
   const loop::KernelFeatures features = loop::ProbeKernel();
-  if (info.m == Mechanism::kTetherUring || info.m == Mechanism::kTetherThread) {
+  if (info.m == Mechanism::kTetherUring || info.m == Mechanism::kTetherWaitv) {
     auto choice = loop::ChooseWakeBackend(
         features, info.m == Mechanism::kTetherUring
                       ? loop::WakeBackend::kUringFutex
-                      : loop::WakeBackend::kFutexThread);
+                      : loop::WakeBackend::kFutexWaitv);
     if (!choice.ok()) {
       row.note = std::string(choice.status().message());
       return absl::OkStatus();

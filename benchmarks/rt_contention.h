@@ -10,7 +10,7 @@
 // Mechanisms:
 //   tether_uring_futex   tether's stack: transport::Publisher::Send ->
 //                        UringEventLoop watchers, io_uring FUTEX_WAIT
-//   tether_futex_thread  the same with the futex_waitv-thread backend
+//   tether_futex_waitv   the same with the futex_waitv-thread backend
 //   raw_futex            one shared word: every publisher bumps it and
 //                        FUTEX_WAKEs all; every reader FUTEX_WAITs on it
 //                        (the floor of a blocking wake on one futex)

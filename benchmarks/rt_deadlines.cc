@@ -71,11 +71,11 @@ absl::Status RunLoopRound(const Mode& mode, const transport::ChannelSet* set,
   *detail = l->backend_description();
   const loop::DeadlineTimerChoice choice = loop::ChooseDeadlineTimer(
       mode.timer, loop::ProbeKernel());
-  *hard = l->backend() == WakeBackend::kFutexThread || choice.hard;
-  if (absl::Status s = l->MakeWatcher<Scalars>(
+  *hard = l->backend() == WakeBackend::kFutexWaitv || choice.hard;
+  if (absl::StatusOr<loop::WatcherHandle*> s = l->MakeWatcher<Scalars>(
           "/rtbench/idle", [](Scalars::Reader, const loop::MessageContext&) {});
       !s.ok()) {
-    return s;
+    return s.status();
   }
   // cycles - 1 grid points passed with no run: missed deadlines. The
   // context's event time is the latest of the points that passed; lateness
@@ -121,9 +121,9 @@ absl::StatusOr<DeadlineReport> RunDeadlines(const DeadlineOptions& options) {
     modes.push_back({"hard", "tether uring_futex, hard timer (ppoll)", false,
                      WakeBackend::kUringFutex, DeadlineTimer::kHard});
   }
-  if (loop::ChooseWakeBackend(features, WakeBackend::kFutexThread).ok()) {
-    modes.push_back({"futex_thread", "tether futex_thread (ppoll)", false,
-                     WakeBackend::kFutexThread, DeadlineTimer::kAuto});
+  if (loop::ChooseWakeBackend(features, WakeBackend::kFutexWaitv).ok()) {
+    modes.push_back({"futex_waitv", "tether futex_waitv (ppoll)", false,
+                     WakeBackend::kFutexWaitv, DeadlineTimer::kAuto});
   }
   modes.push_back({"default", "tether default (what a loop picks here)", false,
                    std::nullopt, DeadlineTimer::kAuto});

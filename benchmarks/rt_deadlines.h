@@ -30,7 +30,7 @@ struct DeadlineOptions {
 };
 
 struct DeadlineRow {
-  std::string key;    // "ring_wait", "hard", "futex_thread", "default", "floor"
+  std::string key;    // "ring_wait", "hard", "futex_waitv", "default", "floor"
   std::string label;  // for people
   std::string detail; // the port's description (tether rows)
   bool hard = false;  // times deadlines with a hard timer

@@ -6,7 +6,7 @@
 // config, created once by the supervisor before the processes start.
 //
 //   --variant=BACKEND   UringEventLoopOptions::port.backend (uring_futex,
-//                       futex_thread, ...); empty: what the kernel offers
+//                       futex_waitv, ...); empty: what the kernel offers
 //   --spin_us=N         UringEventLoopOptions::port.spin
 //
 // A payload is a Cap'n Proto Data field of the case's size, built in place
@@ -52,6 +52,16 @@ absl::Span<std::byte> Bytes(capnp::Data::Builder d) {
 }
 absl::Span<const std::byte> Bytes(capnp::Data::Reader d) {
   return {reinterpret_cast<const std::byte*>(d.begin()), d.size()};
+}
+absl::Span<std::byte> Bytes(std::span<std::byte> d) {
+  return {d.data(), d.size()};
+}
+
+// The payload as a blob written in place in the slot (framing.h): never
+// zeroed or copied; "touch16" writes 16 bytes of it, "full" all of them.
+std::span<std::byte> InitPayload(transport::Loan<Payload>& loan,
+                                 uint32_t size) {
+  return loan.InitBlob("data", size);
 }
 
 // The channels of a session as a stack config.
@@ -132,7 +142,7 @@ absl::StatusOr<Node> MakeNode(const Session& s, Setup* setup,
     if (!options.port.backend.has_value()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--variant=", s.variant,
-          ": not a wake backend (uring_futex, futex_thread, ...)"));
+          ": not a wake backend (uring_futex, futex_waitv, ...)"));
     }
   }
   options.port.spin = std::chrono::microseconds(s.spin_us);
@@ -166,7 +176,7 @@ absl::Status Ping(const Session& s, Setup* setup, Board* board) {
       loop->Exit();
       return;
     }
-    driver.Write(Bytes(loan.root().initData(o.size)), o);
+    driver.Write(Bytes(InitPayload(loan, o.size)), o);
     driver.BeforeSend();
     const transport::PublishResult r = (*sender)->Send(std::move(loan));
     driver.AfterSend();
@@ -177,12 +187,12 @@ absl::Status Ping(const Session& s, Setup* setup, Board* board) {
     if (o.kind == PingDriver::Kind::kTerminate) loop->Exit();
   };
   for (int i = 0; i < s.pongs; ++i) {
-    absl::Status st = loop->MakeWatcher<Payload>(
+    auto st = loop->MakeWatcher<Payload>(
         PongChannel(i),
         [&, i](Payload::Reader m, const transport::MessageContext&) {
           if (driver.Reply(i, ReadHeader(Bytes(m.getData())))) send_next();
         });
-    if (!st.ok()) return st;
+    if (!st.ok()) return st.status();
   }
   if (absl::Status st = WaitForPongs(board, s.pongs, std::chrono::seconds(10));
       !st.ok()) {
@@ -202,7 +212,7 @@ absl::Status Pong(const Session& s, Setup* setup, Board* board, int index) {
   if (!sender.ok()) return sender.status();
   PongDriver driver(s, board, index);
   absl::Status failure;
-  absl::Status st = loop->MakeWatcher<Payload>(
+  auto st = loop->MakeWatcher<Payload>(
       kPing, [&](Payload::Reader m, const transport::MessageContext&) {
         const PongDriver::Action a = driver.OnMessage(Bytes(m.getData()));
         if (a.kind == PongDriver::Kind::kExit) {
@@ -216,14 +226,14 @@ absl::Status Pong(const Session& s, Setup* setup, Board* board, int index) {
           loop->Exit();
           return;
         }
-        driver.Write(Bytes(loan.root().initData(a.size)), a);
+        driver.Write(Bytes(InitPayload(loan, a.size)), a);
         if (absl::Status sst = SendStatus((*sender)->Send(std::move(loan)).status);
             !sst.ok()) {
           failure = sst;
           loop->Exit();
         }
       });
-  if (!st.ok()) return st;
+  if (!st.ok()) return st.status();
   MarkPongReady(board);  // the watcher exists: nothing sent from now is missed
   loop->Run();
   return failure;
@@ -244,8 +254,8 @@ absl::Status Publisher(const Session& s, Setup* setup, Board* board) {
   auto send = [&](const Header& h, uint32_t size) {
     auto loan = (*sender)->MakeLoan();
     if (!loan.valid()) return false;
-    capnp::Data::Builder d = loan.root().initData(size);
-    std::memcpy(d.begin(), &h, sizeof(h));
+    std::span<std::byte> d = InitPayload(loan, size);
+    std::memcpy(d.data(), &h, sizeof(h));
     return (*sender)->Send(std::move(loan)).status ==
            transport::PublishStatus::kOk;
   };
@@ -265,11 +275,11 @@ absl::Status Subscriber(const Session& s, Setup* setup, Board* board) {
   if (!node.ok()) return node.status();
   loop::UringEventLoop* loop = node->loop.get();
   RateCounter counter(board);
-  absl::Status st = loop->MakeWatcher<Payload>(
+  auto st = loop->MakeWatcher<Payload>(
       kPing, [&](Payload::Reader m, const transport::MessageContext&) {
         if (counter.OnMessage(Bytes(m.getData()))) loop->Exit();
       });
-  if (!st.ok()) return st;
+  if (!st.ok()) return st.status();
   MarkPongReady(board);
   loop->Run();
   return absl::OkStatus();
@@ -290,7 +300,7 @@ int Probe() {
       ",\"kernel\":", JsonString(features.kernel_release),
       ",\"backends\":[");
   // Every backend the loop knows by name (kernel_probe.h).
-  const char* names[] = {"uring_futex", "futex_thread", "uring_persistent"};
+  const char* names[] = {"uring_futex", "futex_waitv", "uring_persistent"};
   bool first = true;
   for (const char* name : names) {
     const std::optional<loop::WakeBackend> b = loop::ParseWakeBackend(name);

@@ -9,7 +9,7 @@
 //   raw_futex             FUTEX_WAIT / FUTEX_WAKE on a shared word: the floor
 //                         of a blocking wake
 //   tether uring_futex    shm::Publisher::Send -> UringFutexPort (default)
-//   tether futex_thread   the fallback backend (helper thread + eventfd)
+//   tether futex_waitv   the fallback backend (helper thread + eventfd)
 //   tether uring_futex+spin  the default backend spinning up to --spin_us
 //
 // each with both processes pinned to one CPU (same_cpu: the cost of each
@@ -118,12 +118,12 @@ enum class Mechanism {
   kBusySpin,
   kRawFutex,
   kTetherUringFutex,
-  kTetherFutexThread,
+  kTetherFutexWaitv,
   kTetherUringFutexSpin,
 };
 constexpr Mechanism kMechanisms[] = {
     Mechanism::kBusySpin, Mechanism::kRawFutex, Mechanism::kTetherUringFutex,
-    Mechanism::kTetherFutexThread, Mechanism::kTetherUringFutexSpin};
+    Mechanism::kTetherFutexWaitv, Mechanism::kTetherUringFutexSpin};
 
 const char* Name(Mechanism m) {
   switch (m) {
@@ -133,8 +133,8 @@ const char* Name(Mechanism m) {
       return "raw_futex";
     case Mechanism::kTetherUringFutex:
       return "tether uring_futex";
-    case Mechanism::kTetherFutexThread:
-      return "tether futex_thread";
+    case Mechanism::kTetherFutexWaitv:
+      return "tether futex_waitv";
     case Mechanism::kTetherUringFutexSpin:
       return "tether uring_futex+spin";
   }
@@ -143,7 +143,7 @@ const char* Name(Mechanism m) {
 
 bool IsTether(Mechanism m) {
   return m == Mechanism::kTetherUringFutex ||
-         m == Mechanism::kTetherFutexThread ||
+         m == Mechanism::kTetherFutexWaitv ||
          m == Mechanism::kTetherUringFutexSpin;
 }
 
@@ -234,8 +234,8 @@ void Record(Board* board, uint64_t sequence, uint64_t send_ns) {
   auto reader = shm::Reader::Create(channel->get());
   if (!reader.ok()) ::_exit(4);
   WakePortOptions port_options;
-  port_options.backend = m == Mechanism::kTetherFutexThread
-                             ? WakeBackend::kFutexThread
+  port_options.backend = m == Mechanism::kTetherFutexWaitv
+                             ? WakeBackend::kFutexWaitv
                              : WakeBackend::kUringFutex;
   if (m == Mechanism::kTetherUringFutexSpin) {
     port_options.spin = std::chrono::microseconds(o.spin_us);
@@ -422,7 +422,7 @@ int Main(int argc, char** argv) {
 
   std::vector<Mechanism> mechanisms;
   for (Mechanism m : kMechanisms) {
-    if (m == Mechanism::kTetherFutexThread && !features.futex_waitv_syscall) {
+    if (m == Mechanism::kTetherFutexWaitv && !features.futex_waitv_syscall) {
       continue;
     }
     if ((m == Mechanism::kTetherUringFutex ||

@@ -22,13 +22,13 @@ absl::Status ActuatorNode::Init() {
   auto sender = loop_->MakeSender<JointState>(options_.plant_channel);
   if (!sender.ok()) return sender.status();
   plant_sender_ = std::move(*sender);
-  if (absl::Status s = loop_->MakeWatcher<JointCommand>(
+  if (auto s = loop_->MakeWatcher<JointCommand>(
           options_.command_channel,
           [this](JointCommand::Reader c, const loop::MessageContext& ctx) {
             OnCommand(c, ctx);
           });
       !s.ok()) {
-    return s;
+    return s.status();
   }
   loop_->AddPhasedLoop([this](int cycles) { Step(cycles); }, options_.period,
                        options_.phase_offset);

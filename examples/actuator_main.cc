@@ -5,21 +5,24 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "examples/actuator.h"
-#include "examples/node_main.h"
+#include "examples/demo_schemas.h"
+#include "loop/node_main.h"
 
 ABSL_FLAG(std::string, config, "",
-          "stack config (default: $TETHER_STACK, else "
-          "examples/config/example_stack.json)");
+          "stack config (default: the stack the launcher started this node "
+          "from, else examples/config/example_stack.json)");
 ABSL_FLAG(int, substeps, 4, "physics integration steps per 1 ms period");
 ABSL_FLAG(int, command_timeout_ms, 20,
           "apply zero torque when the last command is older than this");
 
 int main(int argc, char** argv) {
   using namespace tether::examples;
+  using tether::loop::FailNode;
   absl::ParseCommandLine(argc, argv);
-  const NodeEnvironment env =
-      ReadNodeEnvironment("actuator", absl::GetFlag(FLAGS_config));
-  auto process = NodeProcess::Start(env);
+  const tether::transport::NodeEnvironment env =
+      tether::loop::NodeEnvironmentFromProcess("actuator", kDemoStackPath,
+                                               absl::GetFlag(FLAGS_config));
+  auto process = tether::loop::NodeMain::Start(env, &RegisterDemoSchemas);
   if (!process.ok()) return FailNode(env.node_name, process.status());
   ActuatorOptions options;
   options.substeps = absl::GetFlag(FLAGS_substeps);

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "absl/status/status.h"
+
 namespace tether::examples {
 
 using std::chrono::duration;
@@ -49,6 +51,13 @@ absl::Status ControllerNode::Init() {
   auto sender = loop_->MakeSender<JointCommand>(options_.command_channel);
   if (!sender.ok()) return sender.status();
   sender_ = std::move(*sender);
+  auto velocity =
+      loop_->MakeFetcher<VelocityCommand>(options_.velocity_command_channel);
+  if (velocity.ok()) {
+    velocity_fetcher_ = std::move(*velocity);
+  } else if (!absl::IsNotFound(velocity.status())) {
+    return velocity.status();
+  }
   loop_->AddPhasedLoop([this](int cycles) { Cycle(cycles); }, options_.period,
                        options_.phase_offset);
   return absl::OkStatus();
@@ -99,6 +108,19 @@ void ControllerNode::Cycle(int cycles) {
     right_position_ = jm.root.getRightPositionRad();
     joint_state_fetcher_->Release();
   }
+  transport::Message<VelocityCommand> vm;
+  if (velocity_fetcher_ != nullptr &&
+      velocity_fetcher_->Latest(&vm) == transport::ReceiveStatus::kOk) {
+    have_velocity_command_ = true;
+    velocity_command_ns_ = vm.context.monotonic_send_ns;
+    command_v_ = vm.root.getForwardMs();
+    command_w_ = vm.root.getYawRateRads();
+    velocity_fetcher_->Release();
+  }
+  const bool teleop =
+      have_velocity_command_ &&
+      now_ns - velocity_command_ns_ <=
+          std::chrono::nanoseconds(options_.velocity_command_timeout).count();
   const bool fresh =
       have_estimate_ && have_wheels_ &&
       now_ns - estimate_time_ns_ <=
@@ -110,7 +132,10 @@ void ControllerNode::Cycle(int cycles) {
     SendIdle(now);
     return;
   }
-  if (!trajectory_.has_value()) {
+  if (teleop) {
+    // The trajectory starts again from wherever teleoperation leaves it.
+    trajectory_.reset();
+  } else if (!trajectory_.has_value()) {
     trajectory_.emplace(options_.trajectory, x_, y_, heading_);
     start_time_ = now;
     left_position_target_ = left_position_;
@@ -119,7 +144,17 @@ void ControllerNode::Cycle(int cycles) {
 
   const double dt = duration<double>(options_.period).count();
   const double t = duration<double>(now - start_time_).count();
-  const ReferencePoint ref = trajectory_->At(t);
+  ReferencePoint ref;
+  if (teleop) {
+    ++teleop_cycles_;
+    ref.x_m = x_;
+    ref.y_m = y_;
+    ref.heading_rad = heading_;
+    ref.velocity_ms = command_v_;
+    ref.yaw_rate_rads = command_w_;
+  } else {
+    ref = trajectory_->At(t);
+  }
   const ControllerGains& k = options_.gains;
   const PlantParams& m = options_.model;
 
@@ -130,7 +165,7 @@ void ControllerNode::Cycle(int cycles) {
   const double e1 = c * ex + s * ey;   // along the robot's heading
   const double e2 = -s * ex + c * ey;  // to its left
   double v = ref.velocity_ms, w = ref.yaw_rate_rads;
-  if (options_.mode == ControllerMode::kPosition) {
+  if (options_.mode == ControllerMode::kPosition && !teleop) {
     v = ref.velocity_ms * std::cos(eh) + k.kx * e1;
     w = ref.yaw_rate_rads +
         ref.velocity_ms * (k.ky * e2 + k.ktheta * std::sin(eh));
@@ -164,7 +199,11 @@ void ControllerNode::Cycle(int cycles) {
   }
   left_position_target_ += left_target * dt;
   right_position_target_ += right_target * dt;
-  tracking_.AddTracked(ex, ey, eh, saturated);
+  if (teleop) {
+    tracking_.AddUntracked(saturated);
+  } else {
+    tracking_.AddTracked(ex, ey, eh, saturated);
+  }
 
   transport::Loan<JointCommand> loan = sender_->MakeLoan();
   if (!loan.valid()) {

@@ -12,6 +12,11 @@
 //   2. wheel speed targets from (v, w), and per wheel
 //      torque = feedforward (M alpha_ref + friction) + kp e + ki integral(e),
 //      clipped to the nominal motor limit (integration stops while clipped).
+// If the stack has a /robot/velocity_command channel, a fresh command on it
+// (newer than velocity_command_timeout) replaces the trajectory's v and w
+// (teleoperation; tracking errors are then reported as 0: there is no
+// reference pose); when commands stop, tracking starts again from the
+// robot's pose.
 // Until the first estimate arrives it sends idle commands; tracking starts
 // from the robot's pose then (the reference is anchored there), and stops
 // (idle commands) while the estimate is older than `estimate_timeout`.
@@ -67,6 +72,9 @@ struct ControllerOptions {
   // The controller's model of the base (feedforward, motor limits).
   PlantParams model = NominalModel();
   loop::Duration estimate_timeout = std::chrono::milliseconds(20);
+  // Optional teleoperation input; unused if the stack has no such channel.
+  std::string velocity_command_channel = "/robot/velocity_command";
+  loop::Duration velocity_command_timeout = std::chrono::milliseconds(500);
 };
 
 // Loop thread only. Lives as long as its loop runs.
@@ -85,6 +93,8 @@ class ControllerNode {
   // Cycles where tracking was paused for a stale estimate.
   uint64_t stale_cycles() const { return stale_cycles_; }
   uint64_t publish_failures() const { return publish_failures_; }
+  // Cycles driven by a velocity command instead of the trajectory.
+  uint64_t teleop_cycles() const { return teleop_cycles_; }
   // The reference being tracked (set once tracking started), and the time
   // (on the loop's clock) it started.
   const std::optional<Trajectory>& trajectory() const { return trajectory_; }
@@ -103,6 +113,7 @@ class ControllerNode {
   std::unique_ptr<loop::Fetcher<StateEstimate>> estimate_fetcher_;
   std::unique_ptr<loop::Fetcher<JointState>> joint_state_fetcher_;
   std::unique_ptr<loop::Sender<JointCommand>> sender_;
+  std::unique_ptr<loop::Fetcher<VelocityCommand>> velocity_fetcher_;  // or null
 
   bool ran_ = false;
   uint64_t cycle_ = 0;  // phase points since the first cycle
@@ -120,6 +131,11 @@ class ControllerNode {
   double left_position_target_ = 0, right_position_target_ = 0;
   uint64_t stale_cycles_ = 0;
   uint64_t publish_failures_ = 0;
+  // Newest velocity command and when it was sent (loop clock).
+  bool have_velocity_command_ = false;
+  int64_t velocity_command_ns_ = 0;
+  double command_v_ = 0, command_w_ = 0;
+  uint64_t teleop_cycles_ = 0;
   TrackingAccumulator tracking_;
 };
 

@@ -9,13 +9,14 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "examples/controller.h"
+#include "examples/demo_schemas.h"
 #include "examples/gains_file.h"
-#include "examples/node_main.h"
 #include "examples/summary.h"
+#include "loop/node_main.h"
 
 ABSL_FLAG(std::string, config, "",
-          "stack config (default: $TETHER_STACK, else "
-          "examples/config/example_stack.json)");
+          "stack config (default: the stack the launcher started this node "
+          "from, else examples/config/example_stack.json)");
 ABSL_FLAG(std::string, gains, "",
           "JSON file of gains (kx, ky, ktheta, wheel_kp, wheel_ki, "
           "feedforward); empty: built-in defaults");
@@ -25,9 +26,11 @@ ABSL_FLAG(double, period_s, 12.0, "time for one figure");
 
 int main(int argc, char** argv) {
   using namespace tether::examples;
+  using tether::loop::FailNode;
   absl::ParseCommandLine(argc, argv);
-  const NodeEnvironment env =
-      ReadNodeEnvironment("controller", absl::GetFlag(FLAGS_config));
+  const tether::transport::NodeEnvironment env =
+      tether::loop::NodeEnvironmentFromProcess("controller", kDemoStackPath,
+                                               absl::GetFlag(FLAGS_config));
 
   ControllerOptions options;
   if (const char* mode = std::getenv("TETHER_CONTROLLER_MODE");
@@ -41,9 +44,9 @@ int main(int argc, char** argv) {
   if (!ParseTrajectoryShape(absl::GetFlag(FLAGS_trajectory),
                             &options.trajectory.shape)) {
     return FailNode(env.node_name,
-                    absl::InvalidArgumentError(
-                        absl::StrCat("--trajectory=", absl::GetFlag(FLAGS_trajectory),
-                                     " is not a trajectory; use figure8 or circle")));
+                    absl::InvalidArgumentError(absl::StrCat(
+                        "--trajectory=", absl::GetFlag(FLAGS_trajectory),
+                        " is not a trajectory; use figure8 or circle")));
   }
   options.trajectory.size_m = absl::GetFlag(FLAGS_size_m);
   options.trajectory.period_s = absl::GetFlag(FLAGS_period_s);
@@ -53,13 +56,15 @@ int main(int argc, char** argv) {
     options.gains = *loaded;
   }
 
-  auto process = NodeProcess::Start(env);
+  auto process = tether::loop::NodeMain::Start(env, &RegisterDemoSchemas);
   if (!process.ok()) return FailNode(env.node_name, process.status());
   auto node = ControllerNode::Create((*process)->loop(), options);
   if (!node.ok()) return FailNode(env.node_name, node.status());
   const int code = (*process)->Run();
-  std::printf("controller: %s; %llu cycles paused for a stale estimate\n",
+  std::printf("controller: %s; %llu cycles paused for a stale estimate; "
+              "%llu cycles driven by velocity commands\n",
               FormatTracking((*node)->summary()).c_str(),
-              (unsigned long long)(*node)->stale_cycles());
+              (unsigned long long)(*node)->stale_cycles(),
+              (unsigned long long)(*node)->teleop_cycles());
   return code;
 }

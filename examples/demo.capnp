@@ -67,6 +67,17 @@ struct JointCommand {
   }
 }
 
+# A velocity target for the base (teleoperation, e.g. a ROS geometry_msgs/
+# Twist through the ROS bridge). While fresh, the controller follows it
+# instead of its trajectory.
+struct VelocityCommand {
+  sampleTimeNs @0 :Int64;
+  forwardMs @1 :Float64;
+  # Forward speed, m/s.
+  yawRateRads @2 :Float64;
+  # Turn rate, rad/s (counter-clockwise).
+}
+
 # Published by the monitor node at 10 Hz: totals since the monitor started.
 struct MonitorStatus {
   timeNs @0 :Int64;

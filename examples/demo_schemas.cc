@@ -10,6 +10,7 @@ void RegisterDemoSchemas(transport::SchemaRegistry* registry) {
   registry->Register<StateEstimate>();
   registry->Register<JointCommand>();
   registry->Register<MonitorStatus>();
+  registry->Register<VelocityCommand>();
 }
 
 }  // namespace tether::examples

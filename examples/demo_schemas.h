@@ -8,6 +8,11 @@
 
 namespace tether::examples {
 
+// The demo stack's config, relative to the repository root (where
+// `./tether demo` runs): the stack a demo node loads when it is started by
+// hand, without the launcher's TETHER_STACK or a --config flag.
+inline constexpr char kDemoStackPath[] = "examples/config/example_stack.json";
+
 // Registers ImuSample, JointState, StateEstimate, JointCommand and
 // MonitorStatus. Setup only; allocates; not thread-safe (mutates `registry`).
 void RegisterDemoSchemas(transport::SchemaRegistry* registry);

@@ -25,19 +25,21 @@ absl::Status EstimatorNode::Init() {
   auto sender = loop_->MakeSender<StateEstimate>(options_.estimate_channel);
   if (!sender.ok()) return sender.status();
   sender_ = std::move(*sender);
-  if (absl::Status s = loop_->MakeWatcher<ImuSample>(
+  if (auto s = loop_->MakeWatcher<ImuSample>(
           options_.imu_channel,
           [this](ImuSample::Reader m, const loop::MessageContext& c) {
             OnImu(m, c);
           });
       !s.ok()) {
-    return s;
+    return s.status();
   }
-  return loop_->MakeWatcher<JointState>(
-      options_.joint_state_channel,
-      [this](JointState::Reader m, const loop::MessageContext& c) {
-        OnJointState(m, c);
-      });
+  return loop_
+      ->MakeWatcher<JointState>(
+          options_.joint_state_channel,
+          [this](JointState::Reader m, const loop::MessageContext& c) {
+            OnJointState(m, c);
+          })
+      .status();
 }
 
 void EstimatorNode::OnImu(ImuSample::Reader imu,

@@ -5,19 +5,22 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "examples/demo_schemas.h"
 #include "examples/estimator.h"
-#include "examples/node_main.h"
+#include "loop/node_main.h"
 
 ABSL_FLAG(std::string, config, "",
-          "stack config (default: $TETHER_STACK, else "
-          "examples/config/example_stack.json)");
+          "stack config (default: the stack the launcher started this node "
+          "from, else examples/config/example_stack.json)");
 
 int main(int argc, char** argv) {
   using namespace tether::examples;
+  using tether::loop::FailNode;
   absl::ParseCommandLine(argc, argv);
-  const NodeEnvironment env =
-      ReadNodeEnvironment("estimator", absl::GetFlag(FLAGS_config));
-  auto process = NodeProcess::Start(env);
+  const tether::transport::NodeEnvironment env =
+      tether::loop::NodeEnvironmentFromProcess("estimator", kDemoStackPath,
+                                               absl::GetFlag(FLAGS_config));
+  auto process = tether::loop::NodeMain::Start(env, &RegisterDemoSchemas);
   if (!process.ok()) return FailNode(env.node_name, process.status());
   auto node = EstimatorNode::Create((*process)->loop(), EstimatorOptions{});
   if (!node.ok()) return FailNode(env.node_name, node.status());

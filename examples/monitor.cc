@@ -32,7 +32,7 @@ absl::Status MonitorNode::Init() {
     state->short_name = name.substr(name.starts_with('/') ? 1 : 0);
     ChannelState* c = state.get();
     channels_.push_back(std::move(state));
-    absl::Status s;
+    absl::StatusOr<loop::WatcherHandle*> s;
     if (name == options_.command_channel) {
       s = loop_->MakeWatcher<JointCommand>(
           name, [this, c](JointCommand::Reader m,
@@ -45,7 +45,7 @@ absl::Status MonitorNode::Init() {
         Count(c, m.context);
       });
     }
-    if (!s.ok()) return s;
+    if (!s.ok()) return s.status();
   }
   start_ = last_print_ = loop_->monotonic_now();
   loop_->OnRun([this] { start_ = last_print_ = loop_->monotonic_now(); });
@@ -119,6 +119,9 @@ ChannelSummary MonitorNode::SummaryOf(const ChannelState& c) const {
   s.latency_p50_us = 1e-3 * static_cast<double>(c.latency.Quantile(0.5));
   s.latency_p99_us = 1e-3 * static_cast<double>(c.latency.Quantile(0.99));
   s.latency_max_us = 1e-3 * static_cast<double>(c.latency.max_ns());
+  if (auto peers = loop_->Peers(c.name); peers.ok()) {
+    s.send_failures = peers->send_failures;
+  }
   return s;
 }
 

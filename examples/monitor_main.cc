@@ -8,21 +8,24 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "examples/demo_schemas.h"
 #include "examples/monitor.h"
-#include "examples/node_main.h"
 #include "examples/summary.h"
+#include "loop/node_main.h"
 
 ABSL_FLAG(std::string, config, "",
-          "stack config (default: $TETHER_STACK, else "
-          "examples/config/example_stack.json)");
+          "stack config (default: the stack the launcher started this node "
+          "from, else examples/config/example_stack.json)");
 ABSL_FLAG(bool, quiet, false, "no line per second (the summary only)");
 
 int main(int argc, char** argv) {
   using namespace tether::examples;
+  using tether::loop::FailNode;
   absl::ParseCommandLine(argc, argv);
-  const NodeEnvironment env =
-      ReadNodeEnvironment("monitor", absl::GetFlag(FLAGS_config));
-  auto process = NodeProcess::Start(env);
+  const tether::transport::NodeEnvironment env =
+      tether::loop::NodeEnvironmentFromProcess("monitor", kDemoStackPath,
+                                               absl::GetFlag(FLAGS_config));
+  auto process = tether::loop::NodeMain::Start(env, &RegisterDemoSchemas);
   if (!process.ok()) return FailNode(env.node_name, process.status());
 
   MonitorOptions options;

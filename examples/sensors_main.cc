@@ -5,21 +5,24 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "examples/node_main.h"
+#include "examples/demo_schemas.h"
 #include "examples/sensors.h"
+#include "loop/node_main.h"
 
 ABSL_FLAG(std::string, config, "",
-          "stack config (default: $TETHER_STACK, else "
-          "examples/config/example_stack.json)");
+          "stack config (default: the stack the launcher started this node "
+          "from, else examples/config/example_stack.json)");
 ABSL_FLAG(double, rate_hz, 1000, "sampling rate");
 ABSL_FLAG(uint64_t, seed, 1, "seed of the sensor noise");
 
 int main(int argc, char** argv) {
   using namespace tether::examples;
+  using tether::loop::FailNode;
   absl::ParseCommandLine(argc, argv);
-  const NodeEnvironment env =
-      ReadNodeEnvironment("sensors", absl::GetFlag(FLAGS_config));
-  auto process = NodeProcess::Start(env);
+  const tether::transport::NodeEnvironment env =
+      tether::loop::NodeEnvironmentFromProcess("sensors", kDemoStackPath,
+                                               absl::GetFlag(FLAGS_config));
+  auto process = tether::loop::NodeMain::Start(env, &RegisterDemoSchemas);
   if (!process.ok()) return FailNode(env.node_name, process.status());
   SensorsOptions options;
   options.rate_hz = absl::GetFlag(FLAGS_rate_hz);

@@ -34,6 +34,9 @@ struct ChannelSummary {
   double latency_p50_us = 0;
   double latency_p99_us = 0;
   double latency_max_us = 0;
+  // Sends that failed on the channel (too large, no slot, corrupt), as its
+  // publishers counted them: a failure is never silent.
+  uint64_t send_failures = 0;
 };
 
 struct MonitorSummary {

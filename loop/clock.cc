@@ -1,17 +1,13 @@
 #include "loop/clock.h"
 
-#include <time.h>
-
 #include "loop/check.h"
+#include "shm/clock.h"
 
 namespace tether::loop {
 
-MonotonicTime MonotonicNow() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return MonotonicTime(Duration(int64_t{ts.tv_sec} * 1'000'000'000 +
-                                ts.tv_nsec));
-}
+MonotonicTime MonotonicNow() { return FromMonotonicNs(shm::MonotonicNs()); }
+
+int64_t RealtimeNowNs() { return static_cast<int64_t>(shm::RealtimeNs()); }
 
 void VirtualClock::AdvanceTo(MonotonicTime t) {
   TETHER_LOOP_CHECK(t >= now_, "virtual time cannot run backwards");

@@ -23,6 +23,10 @@ static_assert(std::is_same_v<MonotonicTime::duration, Duration>);
 // CLOCK_MONOTONIC now (vDSO, no syscall). Any thread; RT-safe.
 MonotonicTime MonotonicNow();
 
+// CLOCK_REALTIME now, nanoseconds since the Unix epoch (the realtime send
+// time stamped on messages). Any thread; RT-safe.
+int64_t RealtimeNowNs();
+
 // Between MonotonicTime and the nanosecond counts stamped on messages.
 // Any thread; RT-safe.
 inline MonotonicTime FromMonotonicNs(uint64_t ns) {

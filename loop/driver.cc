@@ -39,11 +39,11 @@ void Driver::RemoveLoop(EventLoop* loop, bool unwatch) {
   delivery_budget_ = 0;
   for (internal::Watcher* w : watchers_) {
     if (w->loop == loop) {
-      if (unwatch && !w->stats.corrupt) port_->Unwatch(CookieOf(w));
+      if (unwatch && !w->stats_.corrupt) port_->Unwatch(CookieOf(w));
       continue;
     }
     w->index = kept.size();
-    delivery_budget_ += w->channel->params().queue_depth;
+    delivery_budget_ += w->channel_->params().queue_depth;
     kept.push_back(w);
   }
   watchers_ = std::move(kept);
@@ -56,14 +56,19 @@ absl::Status Driver::AddWatcher(internal::Watcher* w) {
   }
   w->index = watchers_.size();
   watchers_.push_back(w);
-  delivery_budget_ += w->channel->params().queue_depth;
+  delivery_budget_ += w->channel_->params().queue_depth;
   return absl::OkStatus();
 }
 
 absl::Status Driver::WatchStop(int stop_fd, const StopSignals* signals) {
   TETHER_LOOP_CHECK(stop_fd_ < 0 && stop_signals_ == nullptr,
                     "WatchStop called twice");
-  if (stop_fd >= 0) {
+  if (signals != nullptr) {
+    // A word, which every port can wait on (futex_waitv cannot wait on fds).
+    if (absl::Status s = port_->Watch(signals->word(), kStopCookie); !s.ok()) {
+      return s;
+    }
+  } else if (stop_fd >= 0) {
     if (absl::Status s = port_->WatchFd(stop_fd, kStopCookie); !s.ok()) {
       return s;
     }
@@ -106,7 +111,9 @@ Driver::RunEnd Driver::Run() {
     const WaitResult r = port_->Wait(
         dispatcher_->NextDeadline(), *this,
         [&stopped](uint64_t cookie) { stopped |= cookie == kStopCookie; });
-    if (stopped) return RunEnd::kStopped;
+    if (stopped && (stop_signals_ == nullptr || StopRequested())) {
+      return RunEnd::kStopped;
+    }
     if (r.idle) return RunEnd::kIdle;
   }
 }
@@ -122,7 +129,7 @@ void Driver::RunDueEvents() {
 
 bool Driver::Refill(internal::Watcher& w) {
   if (w.has_pending) return true;
-  if (w.stats.corrupt || !w.subscriber->HasNext()) return false;
+  if (w.stats_.corrupt || !w.subscriber->HasNext()) return false;
   switch (w.subscriber->Next(&w.pending)) {
     case transport::ReceiveStatus::kOk:
       w.has_pending = true;
@@ -139,19 +146,19 @@ bool Driver::Refill(internal::Watcher& w) {
 
 void Driver::MarkCorrupt(internal::Watcher& w) {
   // Error path: one unwatch (a syscall on uring_futex) and one line.
-  w.stats.corrupt = true;
+  w.stats_.corrupt = true;
   w.has_pending = false;
   w.subscriber->Release();
   port_->Unwatch(CookieOf(&w));
   ++corrupt_watchers_;
-  const std::string_view what = w.channel->corruption();
+  const std::string_view what = w.channel_->corruption();
   std::fprintf(stderr,
                "tether: loop %s: channel %s is corrupt (%.*s); stopped "
                "watching it, the rest of the loop runs on. Remove %s and "
                "restart the stack's nodes on it.\n",
-               w.loop->name().c_str(), w.channel->name().c_str(),
+               w.loop->name().c_str(), w.channel_->name().c_str(),
                static_cast<int>(what.size()), what.data(),
-               w.channel->path().c_str());
+               w.channel_->path().c_str());
 }
 
 int Driver::DeliverArrived() {
@@ -179,14 +186,14 @@ int Driver::DeliverArrived() {
 
 void Driver::BeginSleep() {
   for (internal::Watcher* w : watchers_) {
-    if (!w->stats.corrupt) w->wake->BeginSleep();
+    if (!w->stats_.corrupt) w->wake->BeginSleep();
   }
 }
 
 bool Driver::HasPendingWork() {
   if (exit_.load(std::memory_order_relaxed) || StopRequested()) return true;
   for (internal::Watcher* w : watchers_) {
-    if (w->stats.corrupt) continue;
+    if (w->stats_.corrupt) continue;
     if (w->has_pending || w->subscriber->HasNext()) return true;
   }
   return false;
@@ -194,7 +201,7 @@ bool Driver::HasPendingWork() {
 
 void Driver::EndSleep() {
   for (internal::Watcher* w : watchers_) {
-    if (!w->stats.corrupt) w->wake->EndSleep();
+    if (!w->stats_.corrupt) w->wake->EndSleep();
   }
 }
 

@@ -81,11 +81,11 @@ class Driver final : private SleepHooks {
   // setup, allocates.
   absl::Status AddWatcher(internal::Watcher* watcher);
 
-  // Ends Run() (RunEnd::kStopped) when `stop_fd` becomes readable and, when
-  // `signals` is given, as soon as signals->stop_requested() — checked on
-  // every iteration, also when the loop never sleeps. `stop_fd` (or -1 for
-  // none) and `signals` (or null) must outlive the driver. Loop thread;
-  // setup.
+  // Ends Run() (RunEnd::kStopped) when a stop signal arrives (`signals`:
+  // its futex word wakes the port, and its flag is checked on every
+  // iteration, also when the loop never sleeps), or else when `stop_fd`
+  // becomes readable (not every port can wait on fds). `signals` (or null)
+  // and `stop_fd` (or -1) must outlive the driver. Loop thread; setup.
   absl::Status WatchStop(int stop_fd, const StopSignals* signals);
 
   // Runs the loop (see the file comment) until Exit(), a stop or the port's

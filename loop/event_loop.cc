@@ -71,7 +71,7 @@ absl::StatusOr<std::unique_ptr<RawFetcher>> EventLoop::MakeRawFetcher(
   return transport::RawSubscriber::Create(*c, {}, this);
 }
 
-absl::Status EventLoop::MakeRawWatcher(
+absl::StatusOr<WatcherHandle*> EventLoop::MakeRawWatcher(
     const std::string& channel,
     absl::AnyInvocable<void(const RawMessage&)> fn) {
   absl::StatusOr<transport::ChannelHandle*> c = channels_->Find(channel);
@@ -80,12 +80,12 @@ absl::Status EventLoop::MakeRawWatcher(
                                              WatcherStats&) mutable { fn(m); });
 }
 
-absl::Status EventLoop::AddWatcher(
+absl::StatusOr<WatcherHandle*> EventLoop::AddWatcher(
     transport::ChannelHandle* channel,
     absl::AnyInvocable<void(const RawMessage&, WatcherStats&)> fn) {
   auto w = std::make_unique<internal::Watcher>();
   w->loop = this;
-  w->channel = channel;
+  w->channel_ = channel;
   absl::StatusOr<std::unique_ptr<RawFetcher>> sub =
       transport::RawSubscriber::Create(channel, {}, this);
   if (!sub.ok()) {
@@ -102,22 +102,59 @@ absl::Status EventLoop::AddWatcher(
                                                s.message()));
   }
   watchers_.push_back(std::move(w));
-  return absl::OkStatus();
+  return watchers_.back().get();
 }
 
 WatcherStats EventLoop::watcher_stats(size_t i) const {
-  return i < watchers_.size() ? watchers_[i]->stats : WatcherStats{};
+  return i < watchers_.size() ? watchers_[i]->stats_ : WatcherStats{};
+}
+
+absl::StatusOr<EventLoop::ChannelPeers> EventLoop::Peers(
+    const std::string& channel) const {
+  absl::StatusOr<transport::ChannelHandle*> c = channels_->Find(channel);
+  if (!c.ok()) return c.status();
+  const shm::ChannelStats stats = (*c)->stats();
+  ChannelPeers peers;
+  peers.publishers = stats.publishers;
+  peers.readers = stats.pinning_readers;
+  peers.waiters = stats.registered_sleepers;
+  peers.messages = stats.next_queue_index;
+  peers.send_failures = stats.send_failures;
+  return peers;
+}
+
+absl::Status EventLoop::OnReaders(const std::string& channel, int readers,
+                                  absl::AnyInvocable<void()> fn,
+                                  Duration poll) {
+  absl::StatusOr<transport::ChannelHandle*> c = channels_->Find(channel);
+  if (!c.ok()) return c.status();
+  timers_.push_back(std::unique_ptr<TimerHandle>(new TimerHandle(this)));
+  TimerHandle* timer = timers_.back().get();
+  transport::ChannelHandle* handle = *c;
+  timer->id_ = dispatcher_->AddTimer(
+      [this, timer, handle, readers, fn = std::move(fn)]() mutable {
+        if (handle->stats().pinning_readers < readers) return;
+        timer->Disable();
+        context_ = {EventContext::Type::kTimer, clock_->Now(), nullptr};
+        {
+          const CallbackScope scope(check_allocations_);
+          fn();
+        }
+        context_ = {};
+      });
+  timer->Schedule(clock_->Now(), poll);
+  return absl::OkStatus();
 }
 
 void EventLoop::RunWatcherCallback(internal::Watcher& w) {
   const MessageContext& c = w.pending.context;
-  ++w.stats.received;
-  w.stats.missed += c.missed;
+  ++w.stats_.received;
+  w.stats_.missed += c.missed;
   context_ = {EventContext::Type::kWatcher,
               FromMonotonicNs(static_cast<uint64_t>(c.monotonic_send_ns)), &c};
   {
     const CallbackScope scope(check_allocations_);
-    w.fn(w.pending, w.stats);
+    w.fn(w.pending, w.stats_);
   }
   context_ = {};
   w.subscriber->Release();

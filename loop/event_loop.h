@@ -168,14 +168,15 @@ class EventLoop : protected transport::EndpointHooks {
   // of the channel's maxPinned entries. Dispatch is RT-safe; `fn` runs on
   // the loop thread and is as RT-safe as it is written. A channel found
   // corrupt stops its watcher (WatcherStats::corrupt) and the loop runs on.
-  absl::Status MakeRawWatcher(
+  // Returns the watcher's handle (its stats), owned by the loop.
+  absl::StatusOr<WatcherHandle*> MakeRawWatcher(
       const std::string& channel,
       absl::AnyInvocable<void(const RawMessage&)> fn);
   // Typed: every message is checked (bounds, limits) before `fn` sees it; a
   // malformed one is skipped and counted (watcher_stats), never a crash.
   // Fails if the channel carries another type (both names in the error).
   template <typename T>
-  absl::Status MakeWatcher(
+  absl::StatusOr<WatcherHandle*> MakeWatcher(
       const std::string& channel,
       absl::AnyInvocable<void(typename T::Reader, const MessageContext&)> fn) {
     absl::StatusOr<transport::ChannelHandle*> c = channels_->Find(channel);
@@ -202,8 +203,33 @@ class EventLoop : protected transport::EndpointHooks {
     });
   }
   // Counters of the i-th watcher made on this loop (zeros for an unknown
-  // index). Loop thread; RT-safe.
+  // index); the handle MakeWatcher() returned says the same. Loop thread;
+  // RT-safe.
   WatcherStats watcher_stats(size_t i) const;
+
+  // Who else is on `channel` now (a snapshot from its shared registries):
+  // registered publishers, pinning readers (watchers and fetchers, of every
+  // process), registered waiters, messages so far, and failed sends of its
+  // publishers. NotFound for a channel the loop's stack does not have. Any
+  // time on the loop thread; RT-safe (loads only, O(registries)).
+  struct ChannelPeers {
+    int publishers = 0;
+    int readers = 0;
+    int waiters = 0;
+    uint64_t messages = 0;
+    uint64_t send_failures = 0;
+  };
+  absl::StatusOr<ChannelPeers> Peers(const std::string& channel) const;
+
+  // Runs `fn` once, on the loop thread, as soon as `channel` has at least
+  // `readers` pinning readers (watchers or fetchers, in any process) -- the
+  // startup handshake: a message sent before the other side's watcher
+  // exists is never seen by it. Checked every `poll` (and at once when the
+  // loop starts). NotFound for an unknown channel. Setup: loop thread,
+  // allocates.
+  absl::Status OnReaders(const std::string& channel, int readers,
+                         absl::AnyInvocable<void()> fn,
+                         Duration poll = std::chrono::milliseconds(1));
 
   // --- time -------------------------------------------------------------
   // A timer running `fn` on the loop thread, disabled until its
@@ -269,7 +295,7 @@ class EventLoop : protected transport::EndpointHooks {
   friend class TimerHandle;
   friend class PhasedLoopHandle;
   friend class Driver;
-  absl::Status AddWatcher(
+  absl::StatusOr<WatcherHandle*> AddWatcher(
       transport::ChannelHandle* channel,
       absl::AnyInvocable<void(const RawMessage&, WatcherStats&)> fn);
   // For the Driver: runs the on-run callbacks (once), and one watcher's

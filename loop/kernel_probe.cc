@@ -215,8 +215,8 @@ std::string_view WakeBackendName(WakeBackend backend) {
       return "uring_persistent";
     case WakeBackend::kUringFutex:
       return "uring_futex";
-    case WakeBackend::kFutexThread:
-      return "futex_thread";
+    case WakeBackend::kFutexWaitv:
+      return "futex_waitv";
     case WakeBackend::kVirtual:
       return "virtual";
   }
@@ -226,7 +226,7 @@ std::string_view WakeBackendName(WakeBackend backend) {
 std::optional<WakeBackend> ParseWakeBackend(std::string_view name) {
   for (WakeBackend backend :
        {WakeBackend::kUringPersistent, WakeBackend::kUringFutex,
-        WakeBackend::kFutexThread}) {
+        WakeBackend::kFutexWaitv}) {
     if (WakeBackendName(backend) == name) return backend;
   }
   return std::nullopt;
@@ -276,10 +276,33 @@ absl::Status IoUringStatus(const KernelFeatures& features) {
 
 absl::StatusOr<WakeBackendChoice> ChooseWakeBackend(
     const KernelFeatures& features, std::optional<WakeBackend> forced) {
-  if (absl::Status status = IoUringStatus(features); !status.ok()) {
-    return status;
-  }
   const std::string release = ReleaseOrUnknown(features);
+  const absl::Status uring = IoUringStatus(features);
+  if (!uring.ok()) {
+    // No io_uring at all: the fallback, or the cause when an io_uring
+    // backend was asked for.
+    const bool wants_uring = forced.has_value() &&
+                             (*forced == WakeBackend::kUringFutex ||
+                              *forced == WakeBackend::kUringPersistent);
+    if (wants_uring) return uring;
+    if (forced == WakeBackend::kVirtual) {
+      return absl::FailedPreconditionError(
+          "wake backend virtual is the simulation's (virtual time); a real "
+          "loop sleeps in the kernel: use uring_futex or futex_waitv");
+    }
+    if (!features.futex_waitv_syscall) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          uring.message(), "; and kernel ", release,
+          " lacks futex_waitv (Linux >= 5.16) for the fallback: boot a newer "
+          "kernel"));
+    }
+    return WakeBackendChoice{
+        WakeBackend::kFutexWaitv,
+        absl::StrCat(forced.has_value() ? "forced; " : "",
+                     "io_uring is not usable here, so the loop thread waits "
+                     "in futex_waitv instead (",
+                     uring.message(), ")")};
+  }
   const std::string persistent_reason =
       "the kernel offers persistent io_uring futex waits: each watched word "
       "stays armed in the ring across wakes";
@@ -287,11 +310,10 @@ absl::StatusOr<WakeBackendChoice> ChooseWakeBackend(
       "kernel ", release,
       " supports IORING_OP_FUTEX_WAIT: each watched word has a one-shot "
       "futex wait in the ring, re-armed after each completion");
-  const std::string futex_thread_reason = absl::StrCat(
+  const std::string futex_waitv_reason = absl::StrCat(
       "kernel ", release,
-      " lacks IORING_OP_FUTEX_WAIT (Linux >= 6.7): a helper thread waits in "
-      "futex_waitv on the watched words and signals the ring through an "
-      "eventfd (one more thread hop per wake)");
+      " lacks IORING_OP_FUTEX_WAIT (Linux >= 6.7): the loop thread waits in "
+      "futex_waitv on the watched words");
 
   if (forced.has_value()) {
     const absl::string_view name = Absl(WakeBackendName(*forced));
@@ -302,7 +324,7 @@ absl::StatusOr<WakeBackendChoice> ChooseWakeBackend(
               "wake backend ", name,
               " was requested, but no kernel offers persistent io_uring "
               "futex waits yet (an upstream proposal, not merged): use "
-              "uring_futex or futex_thread"));
+              "uring_futex or futex_waitv"));
         }
         return WakeBackendChoice{*forced,
                                  absl::StrCat("forced; ", persistent_reason)};
@@ -311,12 +333,12 @@ absl::StatusOr<WakeBackendChoice> ChooseWakeBackend(
           return absl::FailedPreconditionError(absl::StrCat(
               "wake backend ", name, " was requested, but kernel ", release,
               " lacks IORING_OP_FUTEX_WAIT (needs Linux >= 6.7): use "
-              "futex_thread, or boot a newer kernel (Debian 12: "
+              "futex_waitv, or boot a newer kernel (Debian 12: "
               "linux-image-amd64 from bookworm-backports)"));
         }
         return WakeBackendChoice{*forced,
                                  absl::StrCat("forced; ", uring_futex_reason)};
-      case WakeBackend::kFutexThread:
+      case WakeBackend::kFutexWaitv:
         if (!features.futex_waitv_syscall) {
           return absl::FailedPreconditionError(absl::StrCat(
               "wake backend ", name, " was requested, but kernel ", release,
@@ -325,13 +347,12 @@ absl::StatusOr<WakeBackendChoice> ChooseWakeBackend(
         }
         return WakeBackendChoice{
             *forced, absl::StrCat("forced; kernel ", release,
-                                  " has futex_waitv: a helper thread waits on "
-                                  "the watched words and signals the ring "
-                                  "through an eventfd")};
+                                  " has futex_waitv: the loop thread waits "
+                                  "in it on the watched words")};
       case WakeBackend::kVirtual:
         return absl::FailedPreconditionError(
             "wake backend virtual is the simulation's (virtual time); a real "
-            "loop sleeps in the kernel: use uring_futex or futex_thread");
+            "loop sleeps in the kernel: use uring_futex or futex_waitv");
     }
   }
 
@@ -345,7 +366,7 @@ absl::StatusOr<WakeBackendChoice> ChooseWakeBackend(
                      " (kernel persistent futex waits are not available)")};
   }
   if (features.futex_waitv_syscall) {
-    return WakeBackendChoice{WakeBackend::kFutexThread, futex_thread_reason};
+    return WakeBackendChoice{WakeBackend::kFutexWaitv, futex_waitv_reason};
   }
   return absl::FailedPreconditionError(absl::StrCat(
       "kernel ", release,

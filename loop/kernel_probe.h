@@ -91,31 +91,34 @@ enum class WakeBackend {
   // One-shot IORING_OP_FUTEX_WAIT per watched word, re-armed after each
   // completion with the last seen value (Linux >= 6.7). The default today.
   kUringFutex,
-  // A thread blocked in futex_waitv(2) on the watched words that signals the
-  // loop's ring through an eventfd (Linux >= 5.16; Debian 12's 6.1 kernel).
-  kFutexThread,
+  // The loop thread itself blocks in futex_waitv(2) on the watched words
+  // (Linux >= 5.16; Debian 12's 6.1 kernel; io_uring disabled or refused).
+  kFutexWaitv,
   // No kernel wait at all: the simulation's port (virtual_port.h), which
   // advances virtual time. Never chosen for, or forced on, a real loop.
   kVirtual,
 };
 
-// "uring_persistent", "uring_futex", "futex_thread", "virtual". Any thread;
+// "uring_persistent", "uring_futex", "futex_waitv", "virtual". Any thread;
 // RT-safe.
 std::string_view WakeBackendName(WakeBackend backend);
 // Inverse of WakeBackendName(); nullopt for an unknown name. Any thread.
 std::optional<WakeBackend> ParseWakeBackend(std::string_view name);
 
 struct WakeBackendChoice {
-  WakeBackend backend = WakeBackend::kFutexThread;
+  WakeBackend backend = WakeBackend::kFutexWaitv;
   // One or two sentences a person reads in `tether doctor` or a loop's log.
   std::string reason;
 };
 
 // Picks the backend a loop would use on a kernel with `features`: the best
 // available, or `forced` (tests and the loop option) if the kernel supports
-// it. Errors say what to change: FailedPrecondition when io_uring itself is
-// unusable (IoUringStatus()), when `forced` is unsupported, or when the
-// kernel has neither io_uring futex ops nor futex_waitv.
+// it. io_uring that is absent, disabled or refused (ENOSYS, EPERM from a
+// seccomp filter or kernel.io_uring_disabled, no futex ops) selects
+// futex_waitv, and the reason says why. Errors say what to change:
+// FailedPrecondition when `forced` is unsupported (for an io_uring backend:
+// IoUringStatus()'s cause and fix), or when the kernel has neither io_uring
+// futex ops nor futex_waitv.
 // Any thread; not RT-safe (allocates the reason); pure function.
 absl::StatusOr<WakeBackendChoice> ChooseWakeBackend(
     const KernelFeatures& features,

@@ -5,7 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "loop/futex_thread_port.h"
+#include "loop/futex_waitv_port.h"
 #include "loop/uring_futex_port.h"
 
 namespace tether::loop {
@@ -58,8 +58,8 @@ absl::StatusOr<std::unique_ptr<WakePort>> MakeWakePort(
       if (!port.ok()) return port.status();
       return std::unique_ptr<WakePort>(std::move(*port));
     }
-    case WakeBackend::kFutexThread: {
-      auto port = FutexThreadPort::Create(options, choice->reason);
+    case WakeBackend::kFutexWaitv: {
+      auto port = FutexWaitvPort::Create(options, choice->reason);
       if (!port.ok()) return port.status();
       return std::unique_ptr<WakePort>(std::move(*port));
     }

@@ -35,18 +35,6 @@ std::string RlimitText(int resource) {
                       Limit(limit.rlim_max));
 }
 
-const char* PolicyName(SchedPolicy policy) {
-  switch (policy) {
-    case SchedPolicy::kOther:
-      return "SCHED_OTHER";
-    case SchedPolicy::kFifo:
-      return "SCHED_FIFO";
-    case SchedPolicy::kRoundRobin:
-      return "SCHED_RR";
-  }
-  return "?";
-}
-
 int PolicyValue(SchedPolicy policy) {
   switch (policy) {
     case SchedPolicy::kOther:
@@ -77,13 +65,25 @@ std::vector<int> AllowedCpus() {
 
 }  // namespace
 
+const char* SchedPolicyName(SchedPolicy policy) {
+  switch (policy) {
+    case SchedPolicy::kOther:
+      return "SCHED_OTHER";
+    case SchedPolicy::kFifo:
+      return "SCHED_FIFO";
+    case SchedPolicy::kRoundRobin:
+      return "SCHED_RR";
+  }
+  return "?";
+}
+
 absl::Status SetThreadScheduling(SchedPolicy policy, int priority, pid_t tid) {
   const int value = PolicyValue(policy);
   const int min = ::sched_get_priority_min(value);
   const int max = ::sched_get_priority_max(value);
   if (priority < min || priority > max) {
     return absl::InvalidArgumentError(
-        absl::StrCat(PolicyName(policy), " priority ", priority,
+        absl::StrCat(SchedPolicyName(policy), " priority ", priority,
                      " is outside [", min, ", ", max, "]"));
   }
   sched_param param;
@@ -93,8 +93,9 @@ absl::Status SetThreadScheduling(SchedPolicy policy, int priority, pid_t tid) {
   if (::sched_setscheduler(tid, value, &param) == 0) return absl::OkStatus();
   const int err = errno;
   const std::string what =
-      absl::StrCat("setting ", ThreadName(tid), " to ", PolicyName(policy),
-                   " priority ", priority, " failed: ", std::strerror(err));
+      absl::StrCat("setting ", ThreadName(tid), " to ",
+                   SchedPolicyName(policy), " priority ", priority,
+                   " failed: ", std::strerror(err));
   if (err == EPERM) {
     return absl::PermissionDeniedError(absl::StrCat(
         what,

@@ -27,6 +27,9 @@ enum class SchedPolicy {
   kRoundRobin,  // SCHED_RR, priority 1..99
 };
 
+// "SCHED_OTHER", "SCHED_FIFO", "SCHED_RR". Any thread; RT-safe.
+const char* SchedPolicyName(SchedPolicy policy);
+
 // Sets the policy and priority of thread `tid` (0: the calling thread).
 // InvalidArgument for a priority outside the policy's range; PermissionDenied
 // naming CAP_SYS_NICE / RLIMIT_RTPRIO (limits.conf `rtprio`, systemd

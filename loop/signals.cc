@@ -9,12 +9,16 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "shm/futex.h"
 
 namespace tether::loop {
 namespace {
 
 // The one process-wide state a signal handler can reach.
 std::atomic<int> g_fd{-1};
+// Bumped and FUTEX_WAKEd by the handler: loops whose port waits on futex
+// words only (futex_waitv) stop through it.
+std::atomic<uint32_t> g_word{0};
 std::atomic<int> g_received{0};
 std::atomic<bool> g_second_kills{true};
 std::atomic<bool> g_installed{false};
@@ -35,6 +39,8 @@ void OnStopSignal(int sig) {
   const uint64_t one = 1;
   const int fd = g_fd.load();
   if (fd >= 0) (void)!::write(fd, &one, sizeof(one));
+  g_word.fetch_add(1, std::memory_order_seq_cst);
+  (void)shm::FutexWake(&g_word);
   errno = saved_errno;
 }
 
@@ -92,5 +98,7 @@ StopSignals::~StopSignals() {
 }
 
 int StopSignals::received() const { return g_received.load(); }
+
+const std::atomic<uint32_t>* StopSignals::word() const { return &g_word; }
 
 }  // namespace tether::loop

@@ -1,6 +1,6 @@
 // loop: clean shutdown on SIGINT/SIGTERM. main() installs StopSignals once;
-// every loop watches its fd (WakePort::WatchFd) and ends its run when the fd
-// becomes readable.
+// every loop watches its futex word (or its fd) and ends its run when the
+// first stop signal arrives.
 //
 // Mechanism: a self-pipe (an eventfd). The handler writes to it and nobody
 // reads it, so it stays readable and every loop of the process sees the
@@ -16,6 +16,8 @@
 
 #include <signal.h>
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -47,6 +49,10 @@ class StopSignals {
 
   // Readable once a stop signal arrived, and from then on. Any thread.
   int fd() const { return fd_; }
+  // A 32-bit futex word the handler bumps (and FUTEX_WAKEs) at the first
+  // stop signal: what loops wait on (every wake port can wait on a word,
+  // not every one on an fd). Any thread.
+  const std::atomic<uint32_t>* word() const;
   // The first stop signal received, or 0. Any thread; RT-safe.
   int received() const;
   bool stop_requested() const { return received() != 0; }

@@ -1,7 +1,5 @@
 #include "loop/uring_event_loop.h"
 
-#include <time.h>
-
 #include <utility>
 
 #include "loop/make_wake_port.h"
@@ -27,9 +25,8 @@ absl::StatusOr<std::unique_ptr<UringEventLoop>> UringEventLoop::Create(
     return absl::InvalidArgumentError(
         "UringEventLoopOptions: give stop_signals or stop_fd, not both");
   }
-  const int fd = options.stop_signals != nullptr ? options.stop_signals->fd()
-                                                 : options.stop_fd;
-  if (absl::Status s = loop->loop_driver.WatchStop(fd, options.stop_signals);
+  if (absl::Status s =
+          loop->loop_driver.WatchStop(options.stop_fd, options.stop_signals);
       !s.ok()) {
     return s;
   }
@@ -38,11 +35,7 @@ absl::StatusOr<std::unique_ptr<UringEventLoop>> UringEventLoop::Create(
 
 UringEventLoop::~UringEventLoop() { Detach(/*port_survives=*/false); }
 
-int64_t UringEventLoop::realtime_now_ns() const {
-  timespec ts;
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
+int64_t UringEventLoop::realtime_now_ns() const { return RealtimeNowNs(); }
 
 void UringEventLoop::Exit() { loop_driver.Exit(); }
 

@@ -3,7 +3,8 @@
 // becomes readable, a deadline passes, or another thread calls Wake(). The
 // dispatch core (dispatch.h) decides what runs when Wait() returns; the
 // backends are uring_futex_port.h (io_uring FUTEX_WAIT, the default) and
-// futex_thread_port.h (a futex_waitv helper thread, for kernels < 6.7);
+// futex_waitv_port.h (the loop thread in futex_waitv, for kernels < 6.7 and
+// wherever io_uring is disabled or refused);
 // make_wake_port.h picks one.
 //
 // The no-lost-wakeup protocol (shm/layout.h, "Wake") is split between the
@@ -69,7 +70,7 @@ enum class DeadlineTimer {
   // in ppoll(2) on an eventfd registered with the ring (the kernel signals
   // it when a completion is queued, also with DEFER_TASKRUN) and then reaps
   // the ring: 3-4 syscalls per sleep instead of 1, only when a deadline is
-  // set. futex_thread always sleeps in ppoll(2), so both modes are the same
+  // set. futex_waitv's own timeout is hard on RT, so both modes are the same
   // there. (timerfd and IORING_OP_TIMEOUT are soft on RT too: not used.)
   kHard,
 };
@@ -84,7 +85,7 @@ struct WakePortOptions {
   Duration spin = Duration::zero();
   DeadlineTimer deadline_timer = DeadlineTimer::kAuto;
   // Watched words plus fds. Fixed at creation so that Wait() never
-  // allocates. futex_thread allows at most 127 words (futex_waitv's 128
+  // allocates. futex_waitv allows at most 127 words (futex_waitv's 128
   // waiters, one kept for its control word).
   int max_watches = 64;
 };

@@ -29,16 +29,36 @@ struct WatcherStats {
   bool corrupt = false;
 };
 
+// What MakeWatcher()/MakeRawWatcher() return: the watcher's counters and
+// channel. Owned by the loop; valid while the loop lives. Loop thread.
+class WatcherHandle {
+ public:
+  WatcherHandle(const WatcherHandle&) = delete;
+  WatcherHandle& operator=(const WatcherHandle&) = delete;
+
+  // Messages received, missed, malformed; whether the channel turned out
+  // corrupt (the watcher then stopped). RT-safe.
+  const WatcherStats& stats() const { return stats_; }
+  const std::string& channel_name() const { return channel_->name(); }
+
+ protected:
+  WatcherHandle() = default;
+  ~WatcherHandle() = default;
+  WatcherStats stats_;
+  transport::ChannelHandle* channel_ = nullptr;
+};
+
 namespace internal {
 
-struct Watcher {
+struct Watcher : public WatcherHandle {
+  // The loop's side sees everything (the handle shows stats and channel).
+  using WatcherHandle::channel_;
+  using WatcherHandle::stats_;
   EventLoop* loop = nullptr;  // the loop whose callback context it runs in
-  transport::ChannelHandle* channel = nullptr;
   std::unique_ptr<transport::RawSubscriber> subscriber;
   // Its registration as a sleeper on the channel (set when it is added).
   std::optional<transport::WakeHandle> wake;
   absl::AnyInvocable<void(const transport::RawMessage&, WatcherStats&)> fn;
-  WatcherStats stats;
   // The next message, taken (and pinned) but not yet delivered: the driver
   // merges watchers by send time, so it holds one message per watcher.
   transport::RawMessage pending;

@@ -441,9 +441,11 @@ absl::Status Bridge::Impl::SetUpOut(ChannelRun& c) {
   }
 
   ChannelRun* run = &c;
-  return loop->MakeRawWatcher(
-      c.config.name,
-      [this, run](const transport::RawMessage& m) { Forward(*run, m); });
+  return loop
+      ->MakeRawWatcher(
+          c.config.name,
+          [this, run](const transport::RawMessage& m) { Forward(*run, m); })
+      .status();
 }
 
 absl::Status Bridge::Impl::SetUpIn(ChannelRun& c) {

@@ -1,5 +1,6 @@
-// shm: the whole-structure consistency check of a channel
-// (Channel::CheckConsistency), for tools and opening. Live publishers and
+// shm: a handle's sticky corruption finding, and the whole-structure
+// consistency check of a channel (Channel::CheckConsistency), for tools and
+// opening. Live publishers and
 // readers may run meanwhile, so what a racing commit can legitimately show
 // is tolerated, and a finding is re-checked once before it is reported.
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "shm/channel.h"
 #include "shm/layout.h"
+#include "shm/mapping_guard.h"
 
 namespace tether::shm {
 namespace {
@@ -131,6 +133,59 @@ std::string FindProblem(const Snapshot& snap, const QueueParams& p) {
 }
 
 }  // namespace
+
+bool Channel::corrupt() const {
+  if (corrupt_state_.load(std::memory_order_acquire) != 0) return true;
+  if (internal::MappingDamaged(guard_)) {
+    ReportCorruption(
+        "the channel file was truncated (or shrank) under this process: the "
+        "access at this offset of the mapping raised SIGBUS",
+        internal::DamageOffset(guard_));
+    return true;
+  }
+  return false;
+}
+
+std::string_view Channel::corruption() const {
+  if (corrupt_state_.load(std::memory_order_acquire) != 2) return {};
+  return corruption_;
+}
+
+void Channel::ReportCorruption(const char* what, uint64_t a,
+                               uint64_t b) const {
+  int expected = 0;
+  if (!corrupt_state_.compare_exchange_strong(expected, 1,
+                                              std::memory_order_acq_rel)) {
+    return;  // the first finding stays
+  }
+  // No allocation: a fixed buffer and a hand-rolled decimal writer.
+  size_t n = 0;
+  const size_t cap = sizeof(corruption_) - 1;
+  auto put = [&](const char* text) {
+    while (*text != '\0' && n < cap) corruption_[n++] = *text++;
+  };
+  auto put_number = [&](uint64_t v) {
+    char digits[21];
+    int d = 0;
+    do {
+      digits[d++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v != 0);
+    while (d > 0 && n < cap) corruption_[n++] = digits[--d];
+  };
+  put(what);
+  if (a != kNone) {
+    put(" (");
+    put_number(a);
+    if (b != kNone) {
+      put(", ");
+      put_number(b);
+    }
+    put(")");
+  }
+  corruption_[n] = '\0';
+  corrupt_state_.store(2, std::memory_order_release);
+}
 
 absl::Status Channel::CheckConsistency() const {
   if (corrupt()) {

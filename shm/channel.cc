@@ -2,9 +2,9 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <sys/statvfs.h>
@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "shm/clock.h"
 #include "shm/futex.h"
 #include "shm/layout.h"
 #include "shm/mapping_guard.h"
@@ -120,12 +121,6 @@ absl::Status MakeDirs(const std::string& dir, mode_t mode) {
     }
   }
   return absl::OkStatus();
-}
-
-uint64_t RealtimeNs() {
-  timespec ts;
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
 }
 
 std::string DescribeParams(const QueueParams& p) {
@@ -407,11 +402,16 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Map(
   int flags = MAP_SHARED | (options.prefault ? MAP_POPULATE : 0);
   void* m = ::mmap(nullptr, l.total, PROT_READ | PROT_WRITE, flags, fd, 0);
   int map_errno = errno;
-  close_fd();
   if (m == MAP_FAILED) {
+    close_fd();
     return ErrnoStatus(map_errno, absl::StrCat("cannot map ", path));
   }
+  // A shared lock for as long as the channel is mapped: a tool can tell a
+  // channel nobody uses (InUse) from one a process has open, whatever its
+  // registries say.
+  (void)::flock(fd, LOCK_SH | LOCK_NB);
   std::unique_ptr<Channel> c(new Channel());
+  c->fd_ = fd;
   c->guard_ = internal::RegisterMapping(m, l.total);
   c->name_ = std::move(name);
   c->path_ = std::move(path);
@@ -468,6 +468,19 @@ OwnerToken Channel::self_token() {
 Channel::~Channel() {
   if (guard_ >= 0) internal::UnregisterMapping(guard_);
   if (base_ != nullptr) ::munmap(base_, size_);
+  if (fd_ >= 0) ::close(fd_);  // drops the shared lock
+}
+
+absl::StatusOr<bool> Channel::InUse(const ChannelOptions& options,
+                                    std::string_view name) {
+  const std::string path = PathFor(options, name);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
+  }
+  const bool busy = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);
+  return busy;
 }
 
 uint64_t Channel::FileSizeFor(const QueueParams& params,
@@ -475,58 +488,6 @@ uint64_t Channel::FileSizeFor(const QueueParams& params,
   return Layout::For(params, metadata_size).total;
 }
 
-bool Channel::corrupt() const {
-  if (corrupt_state_.load(std::memory_order_acquire) != 0) return true;
-  if (internal::MappingDamaged(guard_)) {
-    ReportCorruption(
-        "the channel file was truncated (or shrank) under this process: the "
-        "access at this offset of the mapping raised SIGBUS",
-        internal::DamageOffset(guard_));
-    return true;
-  }
-  return false;
-}
-
-std::string_view Channel::corruption() const {
-  if (corrupt_state_.load(std::memory_order_acquire) != 2) return {};
-  return corruption_;
-}
-
-void Channel::ReportCorruption(const char* what, uint64_t a,
-                               uint64_t b) const {
-  int expected = 0;
-  if (!corrupt_state_.compare_exchange_strong(expected, 1,
-                                              std::memory_order_acq_rel)) {
-    return;  // the first finding stays
-  }
-  // No allocation: a fixed buffer and a hand-rolled decimal writer.
-  size_t n = 0;
-  const size_t cap = sizeof(corruption_) - 1;
-  auto put = [&](const char* text) {
-    while (*text != '\0' && n < cap) corruption_[n++] = *text++;
-  };
-  auto put_number = [&](uint64_t v) {
-    char digits[21];
-    int d = 0;
-    do {
-      digits[d++] = static_cast<char>('0' + v % 10);
-      v /= 10;
-    } while (v != 0);
-    while (d > 0 && n < cap) corruption_[n++] = digits[--d];
-  };
-  put(what);
-  if (a != kNone) {
-    put(" (");
-    put_number(a);
-    if (b != kNone) {
-      put(", ");
-      put_number(b);
-    }
-    put(")");
-  }
-  corruption_[n] = '\0';
-  corrupt_state_.store(2, std::memory_order_release);
-}
 
 internal::PublisherEntry* Channel::publisher_entry(uint32_t i) const {
   return reinterpret_cast<PublisherEntry*>(base_ + publishers_offset_ +
@@ -565,76 +526,6 @@ uint32_t Channel::LoadWakeWord() const {
   return header_->wake_word.load(std::memory_order_acquire);
 }
 
-Sleeper Channel::RegisterSleeper() {
-  const OwnerToken token = self_token();
-  for (int round = 0; round < 2; ++round) {
-    for (uint32_t i = 0; i < internal::kMaxSleepers; ++i) {
-      OwnerToken expected = kNoOwner;
-      if (sleeper_entry(i)->owner.compare_exchange_strong(
-              expected, token, std::memory_order_acq_rel)) {
-        // A bit left set by whoever held the entry is theirs to clear (the
-        // sweep does before freeing it), so it is clear now.
-        return Sleeper(this, static_cast<int>(i));
-      }
-    }
-    Sweep();  // dead waiters may hold entries
-  }
-  return Sleeper(this, -1);
-}
-
-Sleeper::Sleeper(Sleeper&& other) noexcept
-    : channel_(other.channel_),
-      index_(other.index_),
-      asleep_(other.asleep_) {
-  other.channel_ = nullptr;
-}
-
-Sleeper& Sleeper::operator=(Sleeper&& other) noexcept {
-  if (this != &other) {
-    Release();
-    channel_ = std::exchange(other.channel_, nullptr);
-    index_ = other.index_;
-    asleep_ = other.asleep_;
-  }
-  return *this;
-}
-
-Sleeper::~Sleeper() { Release(); }
-
-void Sleeper::Release() {
-  if (channel_ == nullptr) return;
-  if (asleep_) EndSleep();
-  if (index_ >= 0) {
-    channel_->sleeper_entry(static_cast<uint32_t>(index_))
-        ->owner.store(kNoOwner, std::memory_order_release);
-  }
-  channel_ = nullptr;
-}
-
-void Sleeper::BeginSleep() {
-  internal::ChannelHeader* h = channel_->header_;
-  asleep_ = true;
-  if (index_ >= 0) {
-    h->sleeper_mask.fetch_or(uint64_t{1} << index_, std::memory_order_seq_cst);
-  } else {
-    h->anonymous_sleepers.fetch_add(1, std::memory_order_seq_cst);
-  }
-}
-
-void Sleeper::EndSleep() {
-  internal::ChannelHeader* h = channel_->header_;
-  asleep_ = false;
-  if (index_ >= 0) {
-    h->sleeper_mask.fetch_and(~(uint64_t{1} << index_),
-                              std::memory_order_seq_cst);
-    return;
-  }
-  // A corrupt count must not wrap below zero.
-  uint32_t v = h->anonymous_sleepers.load(std::memory_order_relaxed);
-  while (v != 0 && !h->anonymous_sleepers.compare_exchange_weak(
-                       v, v - 1, std::memory_order_seq_cst)) {
-  }
-}
 
 void Channel::WakeAll() {
   header_->wake_word.fetch_add(1, std::memory_order_seq_cst);

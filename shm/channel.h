@@ -125,6 +125,14 @@ class Channel {
   static absl::StatusOr<std::unique_ptr<Channel>> Open(
       const ChannelOptions& options, std::string_view name);
 
+  // True while some process has the channel open through a Channel (each
+  // holds a shared flock on its file while mapped): what tools check before
+  // removing a channel, whatever its registries say (an unpinned reader
+  // registers nowhere). Files of tether builds before layout 2 hold no lock.
+  // Any thread; not RT-safe (opens the file).
+  static absl::StatusOr<bool> InUse(const ChannelOptions& options,
+                                    std::string_view name);
+
   // Removes the channel file (mapped handles stay valid until closed).
   static absl::Status Remove(const ChannelOptions& options,
                              std::string_view name);
@@ -253,6 +261,7 @@ class Channel {
   std::span<const std::byte> metadata_;
   std::byte* base_ = nullptr;
   size_t size_ = 0;
+  int fd_ = -1;  // kept open: its shared flock says "in use" (InUse)
   internal::ChannelHeader* header_ = nullptr;
   uint64_t publishers_offset_ = 0;
   uint64_t readers_offset_ = 0;

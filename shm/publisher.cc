@@ -1,9 +1,9 @@
 #include "shm/publisher.h"
 
-#include <time.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "shm/clock.h"
 #include "shm/futex.h"
 #include "shm/layout.h"
 
@@ -12,12 +12,6 @@ namespace {
 
 using internal::PublisherEntry;
 using internal::SlotHeader;
-
-uint64_t ClockNs(clockid_t clock) {
-  timespec ts;
-  ::clock_gettime(clock, &ts);  // vDSO: no syscall
-  return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
-}
 
 }  // namespace
 
@@ -195,10 +189,10 @@ SendResult Publisher::SendImpl(size_t size, const SendTimes* times,
     // race between publishers allows.
     sh->monotonic_ns.store(times && times->monotonic_ns
                                ? times->monotonic_ns
-                               : ClockNs(CLOCK_MONOTONIC),
+                               : MonotonicNs(),
                            std::memory_order_relaxed);
     sh->realtime_ns.store(times && times->realtime_ns ? times->realtime_ns
-                                                      : ClockNs(CLOCK_REALTIME),
+                                                      : RealtimeNs(),
                           std::memory_order_relaxed);
     uint64_t pending = internal::Pending(index_, q);
     if (!sh->state.compare_exchange_strong(own, pending,

@@ -1,17 +1,24 @@
 #include "tools/clean.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <optional>
 #include <set>
+#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "shm/owner.h"
 #include "tools/channel_tool.h"
 #include "tools/cli.h"
+#include "tools/instance_lock.h"
 
 namespace tether::tools {
 namespace {
@@ -32,10 +39,52 @@ pid_t TmpCreator(const std::string& file) {
   return pid;
 }
 
+enum class Mapping { kNone, kMapped, kUnknown };
+
+// Whether any process has `path` mapped, from /proc/*/maps (device and
+// inode, so renames and links are seen). kUnknown when no readable process
+// maps it but some process's maps cannot be read.
+Mapping FindMapping(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return Mapping::kNone;
+  const std::string inode = std::to_string(st.st_ino);
+  char dev[32];
+  std::snprintf(dev, sizeof(dev), "%02x:%02x", major(st.st_dev),
+                minor(st.st_dev));
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return Mapping::kUnknown;
+  bool mapped = false;
+  bool unknown = false;
+  while (dirent* e = ::readdir(proc)) {
+    int pid = 0;
+    if (!absl::SimpleAtoi(e->d_name, &pid) || pid <= 0) continue;
+    std::ifstream maps(absl::StrCat("/proc/", pid, "/maps"));
+    if (!maps) {
+      if (shm::ProcessToken(pid) != shm::kNoOwner) unknown = true;
+      continue;
+    }
+    std::string line;
+    while (std::getline(maps, line)) {
+      // address perms offset dev inode path
+      std::istringstream fields(line);
+      std::string address, perms, offset, d, ino;
+      fields >> address >> perms >> offset >> d >> ino;
+      if (ino == inode && d == dev) {
+        mapped = true;
+        break;
+      }
+    }
+    if (mapped) break;
+  }
+  ::closedir(proc);
+  if (mapped) return Mapping::kMapped;
+  return unknown ? Mapping::kUnknown : Mapping::kNone;
+}
+
 }  // namespace
 
 absl::StatusOr<CleanReport> CleanInstance(const shm::ChannelOptions& options,
-                                          bool dry_run) {
+                                          bool dry_run, bool force) {
   CleanReport report;
   report.directory = options.root + "/" + options.instance;
   DIR* dir = ::opendir(report.directory.c_str());
@@ -58,22 +107,56 @@ absl::StatusOr<CleanReport> CleanInstance(const shm::ChannelOptions& options,
     CleanEntry entry{.name = name};
     absl::StatusOr<std::unique_ptr<shm::Channel>> ch =
         shm::Channel::Open(options, name);  // sweeps dead processes
+    const std::string path = shm::Channel::PathFor(options, name);
     if (!ch.ok()) {
-      entry.reason = absl::StrCat("kept: cannot open (", ch.status().message(),
-                                  "); remove it by hand if it is junk");
+      // Another layout version, or not a channel at all: junk only if no
+      // process has the file mapped (older layouts hold no lock: the maps
+      // of every process are searched too).
+      const absl::StatusOr<bool> locked = shm::Channel::InUse(options, name);
+      const Mapping mapping = FindMapping(path);
+      if ((locked.ok() && *locked) || mapping == Mapping::kMapped) {
+        entry.reason = absl::StrCat("kept: cannot open (", ch.status().message(),
+                                    ") and a process has it mapped");
+        report.entries.push_back(std::move(entry));
+        continue;
+      }
+      if (mapping == Mapping::kUnknown && !force) {
+        entry.reason = absl::StrCat(
+            "kept: cannot open (", ch.status().message(),
+            ") and cannot tell whether every process is done with it (some "
+            "/proc/<pid>/maps are unreadable); --force removes it");
+        report.entries.push_back(std::move(entry));
+        continue;
+      }
+      entry.removed = true;
+      entry.reason = absl::StrCat("cannot open (", ch.status().message(),
+                                  ") and no process has it mapped");
+      if (!dry_run) {
+        absl::Status removed = shm::Channel::Remove(options, name);
+        if (!removed.ok()) {
+          entry.removed = false;
+          entry.reason = absl::StrCat("kept: cannot remove (",
+                                      removed.message(), ")");
+        }
+      }
       report.entries.push_back(std::move(entry));
       continue;
     }
     const shm::ChannelStats stats = (*ch)->Stats();
     ch->reset();
-    if (stats.publishers > 0 || stats.pinning_readers > 0) {
+    if (stats.publishers > 0 || stats.pinning_readers > 0 ||
+        stats.registered_sleepers > 0) {
       entry.reason = absl::StrCat("kept: in use by ", stats.publishers,
-                                  " live publisher(s) and ",
+                                  " live publisher(s), ",
                                   stats.pinning_readers,
-                                  " pinning reader(s)");
+                                  " pinning reader(s) and ",
+                                  stats.registered_sleepers, " waiter(s)");
+    } else if (absl::StatusOr<bool> busy = shm::Channel::InUse(options, name);
+               !busy.ok() || *busy) {
+      entry.reason = "kept: a process has it open (an unpinned reader?)";
     } else {
       entry.removed = true;
-      entry.reason = "no live publisher or pinning reader";
+      entry.reason = "no live publisher, reader or waiter";
       if (!dry_run) {
         absl::Status removed = shm::Channel::Remove(options, name);
         if (!removed.ok()) {
@@ -87,6 +170,29 @@ absl::StatusOr<CleanReport> CleanInstance(const shm::ChannelOptions& options,
   }
   for (const std::string& f : hidden) {
     CleanEntry entry{.name = f};
+    if (f == kInstanceLockFile) {
+      // A launcher that runs the instance keeps its folder.
+      if (std::optional<pid_t> holder = InstanceLock::Holder(options)) {
+        entry.reason = *holder > 0
+            ? absl::StrCat("kept: launcher pid ", *holder,
+                           " runs this instance")
+            : "kept: a launcher runs this instance";
+      } else if (dry_run) {
+        entry.removed = true;
+        entry.reason = "lock of no running launcher";
+      } else if (absl::StatusOr<bool> gone =
+                     InstanceLock::RemoveIfUnused(options);
+                 !gone.ok()) {
+        entry.reason = absl::StrCat("kept: cannot remove (",
+                                    gone.status().message(), ")");
+      } else {
+        entry.removed = *gone;
+        entry.reason = *gone ? "lock of no running launcher"
+                             : "kept: a launcher runs this instance";
+      }
+      report.entries.push_back(std::move(entry));
+      continue;
+    }
     const pid_t pid = TmpCreator(f);
     if (pid < 0) {
       entry.reason = "kept: not a tether temporary file";
@@ -142,21 +248,27 @@ ArgParser CleanParser() {
       "tether clean",
       "Removes the channels of an instance that no live process uses: after\n"
       "reclaiming what dead processes left (a sweep), a channel with no\n"
-      "registered publisher and no pinning reader is removed. Also removes\n"
-      "temporary files of channel creators that died, and the instance\n"
-      "directory if it ends up empty. Prints what it removed and what it\n"
-      "kept, and why. Unpinned readers (tether echo fallback, tether stat)\n"
-      "are not registered and do not keep a channel.");
+      "registered publisher, pinning reader or waiter, that no process has\n"
+      "open, is removed. A file that is not a channel of this tether build\n"
+      "(an older layout version, junk) is removed when no process has it\n"
+      "mapped. Also removes temporary files of channel creators that died,\n"
+      "and the instance directory if it ends up empty. Prints what it\n"
+      "removed and what it kept, and why.");
   AddRootInstanceOptions(parser);
   parser.AddFlag("dry-run", "only print what would be removed");
+  parser.AddFlag("force",
+                 "also remove files that cannot be opened as channels when "
+                 "some process's maps cannot be read to check them");
   return parser;
 }
 
 int RunCleanCommand(const ParsedArgs& args, std::ostream& out,
                     std::ostream& err) {
   const bool dry_run = args.Flag("dry-run");
+  shm::ChannelOptions where;
+  if (!RootInstanceFrom(args, "tether clean", &where, err)) return kExitUsage;
   absl::StatusOr<CleanReport> report =
-      CleanInstance(RootInstanceFrom(args), dry_run);
+      CleanInstance(where, dry_run, args.Flag("force"));
   if (!report.ok()) {
     err << "tether clean: " << report.status().message() << "\n";
     return kExitFailure;

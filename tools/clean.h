@@ -26,13 +26,16 @@ struct CleanReport {
 };
 
 // For each channel: opens it (which sweeps registrations of dead
-// processes); removes it if no registered publisher or pinning reader is
-// left, keeps it otherwise. Temporary files ".<name>.tmp.<pid>.<n>" are
-// removed when their creator pid is gone. Other files are kept. Removes the
-// instance directory if it ends up empty. `dry_run` changes nothing.
-// Unpinned readers are not registered and do not keep a channel.
+// processes); removes it if no registered publisher, pinning reader or
+// waiter is left and no process has it open (shm::Channel::InUse), keeps it
+// otherwise. A file that cannot be opened as a channel (another layout
+// version, or junk) is removed when no process has it mapped (searched in
+// /proc/*/maps); when some process's maps are unreadable it is kept unless
+// `force`. Temporary files ".<name>.tmp.<pid>.<n>" are removed when their
+// creator pid is gone. Other files are kept. Removes the instance directory
+// if it ends up empty. `dry_run` changes nothing.
 absl::StatusOr<CleanReport> CleanInstance(const shm::ChannelOptions& options,
-                                          bool dry_run);
+                                          bool dry_run, bool force = false);
 std::string FormatCleanReport(const CleanReport& report, bool dry_run);
 
 ArgParser CleanParser();

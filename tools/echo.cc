@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "loop/channel_waiter.h"
 #include "loop/clock.h"
+#include "ros_bridge/ros1msg/envelope.h"
 #include "tools/cli.h"
 #include "transport/dynamic.h"
 
@@ -72,6 +73,11 @@ int RunEcho(const EchoOptions& options, std::ostream& out, std::ostream& err) {
   uint64_t printed = 0, skipped = 0, missed = 0, bad = 0;
   uint64_t reported_missed = 0;  // the part of `missed` the reader reported
   std::vector<uint64_t> copy;  // unpinned: aligned copy of the message
+  // Bridged ROS messages: the ROS message itself, decoded with the
+  // definition the envelope carries.
+  const bool ros_envelope =
+      channel->handle->type_id() == ros1msg::EnvelopeTypeId();
+  ros1msg::EnvelopeDecoder ros_decoder;
   int exit_code = kExitOk;
   while (options.count == 0 || printed < options.count) {
     if (options.stop && options.stop()) break;
@@ -118,8 +124,9 @@ int RunEcho(const EchoOptions& options, std::ostream& out, std::ostream& err) {
       }
       bytes = {reinterpret_cast<const std::byte*>(copy.data()), bytes.size()};
     }
-    absl::StatusOr<std::string> json = transport::MessageToJson(channel->type,
-                                                                bytes);
+    absl::StatusOr<std::string> json =
+        ros_envelope ? ros_decoder.ToJson(bytes)
+                     : transport::MessageToJson(channel->type, bytes);
     (*sub)->Release();
     if (!json.ok()) {
       ++bad;
@@ -147,7 +154,8 @@ ArgParser EchoParser() {
   ArgParser parser(
       "tether echo",
       "Prints each message of CHANNEL as one JSON line, decoded with the\n"
-      "schema the channel carries. Lost messages are reported on stderr\n"
+      "schema the channel carries (channels of bridged ROS messages: the ROS\n"
+      "message, decoded with the definition each envelope carries). Lost messages are reported on stderr\n"
       "(\"missed N\"), with a tally at the end. Sleeps on the channel's futex\n"
       "between messages. Ctrl-C (or --count) ends it. Reads pinned; if the\n"
       "channel's pins are all taken, reads unpinned copies (with a note).");
@@ -169,7 +177,7 @@ ArgParser EchoParser() {
 int RunEchoCommand(const ParsedArgs& args, std::ostream& out,
                    std::ostream& err) {
   EchoOptions options;
-  options.channels = RootInstanceFrom(args);
+  if (!RootInstanceFrom(args, "tether echo", &options.channels, err)) return kExitUsage;
   options.channel = args.Positional("channel");
   options.context = args.Flag("context");
   options.from_oldest = args.Flag("from-oldest");

@@ -2,35 +2,24 @@
 
 #include <poll.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <climits>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <map>
-#include <sstream>
+#include <optional>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "capnp/message.h"
-#include "capnp/schema.capnp.h"
-#include "capnp/serialize.h"
-#include "kj/exception.h"
-#include "tools/json_writer.h"
+#include "tools/instance_lock.h"
+#include "tools/launch_plan.h"
 #include "tools/launcher_status.capnp.h"
 #include "tools/node_process.h"
-#include "transport/channel_handle.h"
+#include "tools/output_forwarder.h"
 #include "transport/channel_set.h"
-#include "transport/config.h"
-#include "transport/typed_endpoints.h"
 
 namespace tether::tools {
 namespace {
@@ -40,15 +29,6 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr const char* kSay = "launch: ";
-// A line without a newline is passed on once it is this long.
-constexpr size_t kMaxLine = 4096;
-// Read at most this much of one node's output per wake, so a node that
-// floods its stdout cannot starve the others or the supervision.
-constexpr size_t kMaxReadPerWake = 256 * 1024;
-// The status channel's shape: fixed, so every launcher of an instance
-// agrees on it. 16 KiB holds the status of about 150 nodes.
-constexpr uint32_t kStatusMaxSize = 16384;
-constexpr uint32_t kStatusQueueDepth = 4;
 
 std::string Seconds(Clock::duration d) {
   return absl::StrFormat("%.2f s", std::chrono::duration<double>(d).count());
@@ -56,297 +36,7 @@ std::string Seconds(Clock::duration d) {
 
 std::string Millis(milliseconds d) { return absl::StrCat(d.count(), " ms"); }
 
-ExitInfo ExitFromWaitStatus(int status) {
-  ExitInfo exit;
-  if (WIFEXITED(status)) {
-    exit.kind = ExitInfo::Kind::kCode;
-    exit.value = WEXITSTATUS(status);
-  } else if (WIFSIGNALED(status)) {
-    exit.kind = ExitInfo::Kind::kSignal;
-    exit.value = WTERMSIG(status);
-  }
-  return exit;
-}
-
-// Effective capabilities of this process (CapEff), 0 if unreadable.
-uint64_t EffectiveCapabilities() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (absl::StartsWith(line, "CapEff:")) {
-      return std::strtoull(line.c_str() + 7, nullptr, 16);
-    }
-  }
-  return 0;
-}
-
-loop::SchedPolicy PolicyFor(transport::config::Policy policy) {
-  switch (policy) {
-    case transport::config::Policy::FIFO:
-      return loop::SchedPolicy::kFifo;
-    case transport::config::Policy::RR:
-      return loop::SchedPolicy::kRoundRobin;
-    case transport::config::Policy::OTHER:
-      break;
-  }
-  return loop::SchedPolicy::kOther;
-}
-
-const char* RestartPolicyName(transport::config::RestartPolicy policy) {
-  switch (policy) {
-    case transport::config::RestartPolicy::NEVER:
-      return "never";
-    case transport::config::RestartPolicy::ON_FAILURE:
-      return "onFailure";
-    case transport::config::RestartPolicy::ALWAYS:
-      return "always";
-  }
-  return "?";
-}
-
-// An environment as an ordered list with override-by-name.
-class Environment {
- public:
-  void Set(const std::string& entry) {
-    const size_t eq = entry.find('=');
-    const std::string name = entry.substr(0, eq);
-    auto it = index_.find(name);
-    if (it != index_.end()) {
-      entries_[it->second] = entry;
-    } else {
-      index_[name] = entries_.size();
-      entries_.push_back(entry);
-    }
-  }
-  void Set(const std::string& name, const std::string& value) {
-    Set(absl::StrCat(name, "=", value));
-  }
-  std::string Get(const std::string& name) const {
-    auto it = index_.find(name);
-    if (it == index_.end()) return "";
-    return entries_[it->second].substr(name.size() + 1);
-  }
-  const std::vector<std::string>& entries() const { return entries_; }
-
- private:
-  std::vector<std::string> entries_;
-  std::map<std::string, size_t> index_;
-};
-
-// Adds every struct of a CodeGeneratorRequest file to `schemas`.
-absl::Status AddSchemaFile(const std::string& path,
-                           transport::SchemaRegistry& schemas) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat(
-        "schema file ", path, ": cannot read it: ", std::strerror(errno)));
-  }
-  const std::string bytes((std::istreambuf_iterator<char>(in)),
-                          std::istreambuf_iterator<char>());
-  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "schema file ", path,
-        " is not a CodeGeneratorRequest (make one with `capnp compile -o- "
-        "x.capnp > x.schema`)"));
-  }
-  std::vector<capnp::word> words(bytes.size() / sizeof(capnp::word));
-  std::memcpy(words.data(), bytes.data(), bytes.size());
-  const std::span<const std::byte> blob(
-      reinterpret_cast<const std::byte*>(words.data()), bytes.size());
-  std::vector<uint64_t> structs;
-  try {
-    capnp::ReaderOptions options;
-    options.traversalLimitInWords = 64 * 1024 * 1024;
-    capnp::FlatArrayMessageReader reader(
-        kj::arrayPtr(words.data(), words.size()), options);
-    auto request = reader.getRoot<capnp::schema::CodeGeneratorRequest>();
-    for (capnp::schema::Node::Reader node : request.getNodes()) {
-      if (node.isStruct() && !node.getStruct().getIsGroup() &&
-          !node.getIsGeneric()) {
-        structs.push_back(node.getId());
-      }
-    }
-  } catch (const kj::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "schema file ", path,
-        " is not a CodeGeneratorRequest: ", e.getDescription().cStr()));
-  }
-  for (uint64_t id : structs) {
-    absl::Status s = schemas.AddCodeGeneratorRequest(blob, id);
-    if (!s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("schema file ", path, ": ", s.message()));
-    }
-  }
-  return absl::OkStatus();
-}
-
-wire::NodeState WireState(NodeState state) {
-  switch (state) {
-    case NodeState::kPending:
-      return wire::NodeState::PENDING;
-    case NodeState::kStarting:
-      return wire::NodeState::STARTING;
-    case NodeState::kRunning:
-      return wire::NodeState::RUNNING;
-    case NodeState::kBackoff:
-      return wire::NodeState::BACKOFF;
-    case NodeState::kStopping:
-      return wire::NodeState::STOPPING;
-    case NodeState::kExited:
-      return wire::NodeState::EXITED;
-    case NodeState::kFailed:
-      return wire::NodeState::FAILED;
-    case NodeState::kStopped:
-      return wire::NodeState::STOPPED;
-    case NodeState::kBlocked:
-      return wire::NodeState::BLOCKED;
-  }
-  return wire::NodeState::PENDING;
-}
-
 }  // namespace
-
-std::string_view NodeStateName(NodeState state) {
-  switch (state) {
-    case NodeState::kPending:
-      return "pending";
-    case NodeState::kStarting:
-      return "starting";
-    case NodeState::kRunning:
-      return "running";
-    case NodeState::kBackoff:
-      return "backoff";
-    case NodeState::kStopping:
-      return "stopping";
-    case NodeState::kExited:
-      return "exited";
-    case NodeState::kFailed:
-      return "failed";
-    case NodeState::kStopped:
-      return "stopped";
-    case NodeState::kBlocked:
-      return "blocked";
-  }
-  return "?";
-}
-
-std::string_view PhaseName(StackStatus::Phase phase) {
-  switch (phase) {
-    case StackStatus::Phase::kRunning:
-      return "running";
-    case StackStatus::Phase::kStopping:
-      return "stopping";
-    case StackStatus::Phase::kStopped:
-      return "stopped";
-  }
-  return "?";
-}
-
-std::string DescribeExit(const ExitInfo& exit) {
-  switch (exit.kind) {
-    case ExitInfo::Kind::kNone:
-      return "none";
-    case ExitInfo::Kind::kCode:
-      return absl::StrCat("exit code ", exit.value);
-    case ExitInfo::Kind::kSignal:
-      return absl::StrCat("signal ", exit.value, " (", SignalName(exit.value),
-                          ")");
-    case ExitInfo::Kind::kStartFailed:
-      return absl::StrCat("start failed: ", exit.message);
-  }
-  return "?";
-}
-
-std::string FormatStatusJson(const StackStatus& status) {
-  JsonWriter json;
-  json.BeginObject();
-  json.Key("launcher_pid").Int(status.launcher_pid);
-  json.Key("stack").String(status.stack_path);
-  json.Key("root").String(status.root);
-  json.Key("instance").String(status.instance);
-  json.Key("phase").String(PhaseName(status.phase));
-  json.Key("time_unix_ms")
-      .Int(std::chrono::duration_cast<milliseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-               .count());
-  json.Key("nodes").BeginArray();
-  for (const NodeStatus& node : status.nodes) {
-    json.BeginObject();
-    json.Key("name").String(node.name);
-    json.Key("state").String(NodeStateName(node.state));
-    json.Key("pid");
-    if (node.pid != 0) {
-      json.Int(node.pid);
-    } else {
-      json.Null();
-    }
-    json.Key("restarts").Uint(node.restarts);
-    json.Key("starts").Uint(node.starts);
-    json.Key("last_exit");
-    switch (node.last_exit.kind) {
-      case ExitInfo::Kind::kNone:
-        json.Null();
-        break;
-      case ExitInfo::Kind::kCode:
-        json.BeginObject().Key("code").Int(node.last_exit.value).EndObject();
-        break;
-      case ExitInfo::Kind::kSignal:
-        json.BeginObject()
-            .Key("signal")
-            .Int(node.last_exit.value)
-            .Key("signal_name")
-            .String(SignalName(node.last_exit.value))
-            .EndObject();
-        break;
-      case ExitInfo::Kind::kStartFailed:
-        json.BeginObject()
-            .Key("start_error")
-            .String(node.last_exit.message)
-            .EndObject();
-        break;
-    }
-    json.EndObject();
-  }
-  json.EndArray();
-  json.EndObject();
-  return json.str() + "\n";
-}
-
-std::string FormatSummary(const StackStatus& status) {
-  struct Row {
-    std::string name, state, pid, restarts, exit;
-  };
-  std::vector<Row> rows = {{"NODE", "STATE", "PID", "RESTARTS", "LAST EXIT"}};
-  for (const NodeStatus& n : status.nodes) {
-    std::string exit = DescribeExit(n.last_exit);
-    if (n.last_exit.kind == ExitInfo::Kind::kStartFailed) {
-      exit = "start failed (see above)";
-    }
-    rows.push_back({n.name, std::string(NodeStateName(n.state)),
-                    n.pid != 0 ? absl::StrCat(n.pid) : "-",
-                    absl::StrCat(n.restarts),
-                    n.last_exit.kind == ExitInfo::Kind::kNone ? "-" : exit});
-  }
-  size_t w[4] = {0, 0, 0, 0};
-  for (const Row& r : rows) {
-    w[0] = std::max(w[0], r.name.size());
-    w[1] = std::max(w[1], r.state.size());
-    w[2] = std::max(w[2], r.pid.size());
-    w[3] = std::max(w[3], r.restarts.size());
-  }
-  std::string out;
-  for (const Row& r : rows) {
-    absl::StrAppend(
-        &out, absl::StrFormat(
-                  "%-*s  %-*s  %*s  %*s  %s\n", static_cast<int>(w[0]), r.name,
-                  static_cast<int>(w[1]), r.state, static_cast<int>(w[2]),
-                  r.pid, static_cast<int>(w[3]), r.restarts, r.exit));
-  }
-  return out;
-}
-
-// ---------------------------------------------------------------------------
 
 class Launcher::Impl {
  public:
@@ -365,21 +55,10 @@ class Launcher::Impl {
   std::function<void(const StackStatus&)> on_change;
 
  private:
-  // One stream of a node's output being forwarded line by line.
-  struct Output {
-    Fd fd;
-    std::string partial;
-    bool is_stderr = false;
-  };
-
   struct Node {
     std::string name;
     NodeProcessSpec spec;
-    transport::config::RestartPolicy policy =
-        transport::config::RestartPolicy::NEVER;
-    uint32_t backoff_ms = 0;
-    uint32_t max_backoff_ms = 0;
-    uint32_t max_restarts = 0;
+    RestartRule restart;
     std::vector<size_t> after;  // startAfter, as indices.
 
     NodeState state = NodeState::kPending;
@@ -389,10 +68,9 @@ class Launcher::Impl {
     std::string start_error;  // The child's report of a failed start.
     std::string applied;      // Real-time settings applied, for messages.
     bool in_start_order = false;
-    Output output[2];
-    uint32_t restarts = 0;
+    OutputForwarder output[2];  // stdout, stderr
+    RestartHistory history;
     uint32_t starts = 0;
-    uint32_t backoff_doublings = 0;
     ExitInfo last_exit;
     Clock::time_point started_at;
     Clock::time_point restart_at;
@@ -406,9 +84,7 @@ class Launcher::Impl {
     err_ << kSay << "warning: " << line << "\n" << std::flush;
   }
 
-  absl::Status PrepareNodes(const std::string& workdir);
-  absl::Status CreateStatusChannel();
-
+  absl::Status CreateChannels();
   void StartReadyNodes();
   void Start(Node& node);
   // Reads a starting node's start report; on success it is running.
@@ -420,26 +96,20 @@ class Launcher::Impl {
   bool AllSettled() const;
   // Waits for output, exits or the stop fd until `until`, and handles them.
   void WaitOnce(Clock::time_point until);
-  void Forward(Node& node, Output& output, bool final);
-  void EmitLines(const Node& node, Output& output, bool final);
-
   void Changed();
-  void Publish(const StackStatus& status);
 
   LaunchOptions options_;
   std::unique_ptr<transport::SchemaRegistry> schemas_;
   std::ostream& out_;
   std::ostream& err_;
-  std::string stack_path_;
-  std::optional<transport::StackConfig> stack_;
+  LaunchPlan plan_;
+  std::optional<InstanceLock> lock_;  // Held for the launcher's life.
   std::unique_ptr<transport::ChannelSet> channels_;
-  std::unique_ptr<transport::ChannelHandle> status_channel_;
-  std::unique_ptr<transport::Publisher<wire::LauncherStatus>> status_pub_;
+  std::unique_ptr<StatusPublisher> status_publisher_;
   std::vector<Node> nodes_;
   std::vector<size_t> start_order_;  // Indices, in order of first start.
   StackStatus::Phase phase_ = StackStatus::Phase::kRunning;
   bool stop_requested_ = false;
-  bool status_json_warned_ = false;
 };
 
 Launcher::Impl::~Impl() {
@@ -454,56 +124,52 @@ Launcher::Impl::~Impl() {
 }
 
 absl::Status Launcher::Impl::Prepare() {
-  for (const std::string& file : options_.schema_files) {
-    absl::Status s = AddSchemaFile(file, *schemas_);
-    if (!s.ok()) return s;
-  }
-  std::error_code ec;
-  stack_path_ = fs::absolute(options_.stack_path, ec).lexically_normal();
-  const transport::KnownTypes known = schemas_->known_types();
-  absl::StatusOr<transport::StackConfig> stack =
-      transport::LoadStackConfig(stack_path_, known);
-  if (!stack.ok()) {
-    std::string message(stack.status().message());
-    if (absl::StrContains(message, ".type:")) {
-      std::vector<std::string> names(known.names.begin(), known.names.end());
-      std::sort(names.begin(), names.end());
-      absl::StrAppend(&message, "\n(the launcher knows these types: ",
-                      absl::StrJoin(names, ", "),
-                      "; give others as --schemas FILE, made with `capnp "
-                      "compile -o- x.capnp > x.schema`)");
-    }
-    return absl::Status(stack.status().code(), message);
-  }
-  stack_.emplace(std::move(*stack));
-  if (stack_->FindChannel(kLauncherStatusChannel).has_value()) {
+  // Its own status type, compiled in: it keeps that schema even when an
+  // earlier run's status channel carries another.
+  schemas_->Register<wire::LauncherStatus>();
+  std::vector<std::string> warnings;
+  absl::StatusOr<LaunchPlan> plan =
+      PrepareLaunch(options_, schemas_.get(), &warnings);
+  for (const std::string& w : warnings) Warn(w);
+  if (!plan.ok()) return plan.status();
+  plan_ = std::move(*plan);
+  // Before anything is created: a second launcher of the instance touches
+  // nothing.
+  absl::StatusOr<InstanceLock> lock = InstanceLock::Acquire(options_.channels);
+  if (!lock.ok()) return lock.status();
+  lock_ = std::move(*lock);
+  if (plan_.stack->FindChannel(kLauncherStatusChannel).has_value()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        stack_path_, ": channel ", kLauncherStatusChannel,
+        plan_.stack_path, ": channel ", kLauncherStatusChannel,
         " is the launcher's own status channel; rename the stack's channel"));
   }
-  for (const std::string& w : stack_->warnings()) Warn(w);
-
-  std::string workdir = options_.working_directory;
-  if (workdir.empty()) workdir = fs::current_path(ec).string();
-  workdir = fs::absolute(workdir, ec).lexically_normal().string();
-  if (!fs::is_directory(workdir, ec)) {
-    return absl::NotFoundError(absl::StrCat(
-        "working directory ", workdir, " is not a directory; pass --workdir"));
+  for (PlannedNode& planned : plan_.nodes) {
+    Node& node = nodes_.emplace_back();
+    node.name = planned.spec.name;
+    node.spec = std::move(planned.spec);
+    node.restart = planned.restart;
+    node.after = std::move(planned.start_after);
   }
-  if (absl::Status s = PrepareNodes(workdir); !s.ok()) return s;
+  return CreateChannels();
+}
 
-  // Only now, with every node checked, is anything created.
+// Only now, with every node checked, is anything created.
+absl::Status Launcher::Impl::CreateChannels() {
   absl::StatusOr<std::unique_ptr<transport::ChannelSet>> channels =
-      transport::ChannelSet::Create(options_.channels, *stack_, *schemas_);
+      transport::ChannelSet::Create(options_.channels, *plan_.stack, *schemas_);
   if (!channels.ok()) {
     return absl::Status(channels.status().code(),
                         absl::StrCat("creating the stack's channels: ",
                                      channels.status().message()));
   }
   channels_ = std::move(*channels);
-  if (options_.status_channel) {
-    if (absl::Status s = CreateStatusChannel(); !s.ok()) return s;
-  }
+  absl::StatusOr<std::unique_ptr<StatusPublisher>> publisher =
+      StatusPublisher::Create({options_.channels, options_.status_channel,
+                               options_.status_json_path},
+                              schemas_.get(),
+                              [this](const std::string& w) { Warn(w); });
+  if (!publisher.ok()) return publisher.status();
+  status_publisher_ = std::move(*publisher);
   Say(absl::StrCat(
       "created ", channels_->channels().size(), " channel",
       channels_->channels().size() == 1 ? "" : "s", " in ",
@@ -514,143 +180,11 @@ absl::Status Launcher::Impl::Prepare() {
   return absl::OkStatus();
 }
 
-absl::Status Launcher::Impl::PrepareNodes(const std::string& workdir) {
-  namespace config = transport::config;
-  std::vector<std::string> problems;
-  std::map<std::string, size_t> by_name;
-  const auto config_nodes = stack_->nodes();
-  for (size_t i = 0; i < config_nodes.size(); ++i) {
-    by_name[config_nodes[i].getName().cStr()] = i;
-  }
-  const uid_t euid = ::geteuid();
-  const uint64_t caps = EffectiveCapabilities();
-  const bool can_switch_users =
-      euid == 0 || ((caps >> 6) & 1 && (caps >> 7) & 1);  // SETGID, SETUID
-
-  nodes_.resize(config_nodes.size());
-  for (size_t i = 0; i < config_nodes.size(); ++i) {
-    const config::Node::Reader c = config_nodes[i];
-    Node& node = nodes_[i];
-    node.name = c.getName().cStr();
-    const transport::ConfigOrigin& origin = stack_->node_origin(i);
-    const std::string where = absl::StrCat(
-        origin.file, ": nodes[", origin.index, "] (", node.name, "): ");
-    NodeProcessSpec& spec = node.spec;
-    spec.name = node.name;
-    spec.working_directory = workdir;
-
-    Environment env;
-    for (const std::string& e : options_.base_env) env.Set(e);
-    const std::string user = c.getUser().cStr();
-    if (!user.empty()) {
-      absl::StatusOr<UserAccount> account = LookUpUser(user);
-      if (!account.ok()) {
-        problems.push_back(
-            absl::StrCat(where, "user: ", account.status().message()));
-      } else if (account->uid != euid || account->gid != ::getegid()) {
-        if (!can_switch_users) {
-          problems.push_back(absl::StrCat(
-              where, "runs as user ", user, " (uid ", account->uid,
-              ") but the launcher runs as uid ", euid,
-              " without CAP_SETUID/CAP_SETGID; run `tether launch` as root, "
-              "or remove the node's \"user\""));
-        }
-        env.Set("HOME", account->home);
-        env.Set("USER", user);
-        env.Set("LOGNAME", user);
-        spec.user = std::move(*account);
-      }
-    }
-    for (const config::EnvVar::Reader v : c.getEnv()) {
-      env.Set(v.getName().cStr(), v.getValue().cStr());
-    }
-    env.Set("TETHER_ROOT",
-            fs::absolute(options_.channels.root).lexically_normal().string());
-    env.Set("TETHER_INSTANCE", options_.channels.instance);
-    env.Set("TETHER_NODE", node.name);
-    env.Set("TETHER_STACK", stack_path_);
-    spec.env = env.entries();
-
-    const std::string command = c.getCommand().cStr();
-    absl::StatusOr<std::string> path =
-        ResolveCommand(command, workdir, env.Get("PATH"));
-    if (!path.ok()) {
-      problems.push_back(absl::StrCat(where, path.status().message()));
-    } else {
-      spec.path = *path;
-    }
-    spec.argv.push_back(command);
-    for (const capnp::Text::Reader a : c.getArgs())
-      spec.argv.push_back(a.cStr());
-
-    const config::Scheduling::Reader sched = c.getScheduling();
-    spec.policy = PolicyFor(sched.getPolicy());
-    spec.priority = sched.getPriority();
-    spec.nice = sched.getNice();
-    spec.realtime_required = sched.getRealtime() == config::Realtime::REQUIRED;
-    for (int32_t cpu : c.getCpus()) spec.cpus.push_back(cpu);
-
-    const config::Restart::Reader restart = c.getRestart();
-    node.policy = restart.getPolicy();
-    node.backoff_ms = restart.getBackoffMs();
-    node.max_backoff_ms = restart.getMaxBackoffMs();
-    node.max_restarts = restart.getMaxRestarts();
-    for (const capnp::Text::Reader a : c.getStartAfter()) {
-      // LoadStackConfig checked the names and that there is no cycle.
-      node.after.push_back(by_name.at(a.cStr()));
-    }
-  }
-  if (problems.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("cannot launch the stack (nothing was started):\n  ",
-                   absl::StrJoin(problems, "\n  ")));
-}
-
-absl::Status Launcher::Impl::CreateStatusChannel() {
-  if (!schemas_->Find(capnp::typeId<wire::LauncherStatus>()).has_value()) {
-    schemas_->Register<wire::LauncherStatus>();
-  }
-  capnp::MallocMessageBuilder message;
-  auto c = message.initRoot<transport::config::Channel>();
-  c.setName(kLauncherStatusChannel);
-  c.setType(schemas_->NameOf(capnp::typeId<wire::LauncherStatus>()));
-  c.setMaxSize(kStatusMaxSize);
-  c.setFrequencyHz(1);
-  c.setQueueDepth(kStatusQueueDepth);
-  // One publisher: a second launcher of the instance is refused.
-  c.setMaxPublishers(1);
-  c.setMaxPinned(4);
-  c.setMode("0664");
-  absl::StatusOr<std::unique_ptr<transport::ChannelHandle>> handle =
-      transport::ChannelHandle::Create(options_.channels, c.asReader(),
-                                       *schemas_);
-  if (!handle.ok()) {
-    return absl::Status(handle.status().code(),
-                        absl::StrCat("creating the status channel: ",
-                                     handle.status().message()));
-  }
-  absl::StatusOr<std::unique_ptr<transport::Publisher<wire::LauncherStatus>>>
-      pub = transport::Publisher<wire::LauncherStatus>::Create(handle->get());
-  if (!pub.ok()) {
-    if (absl::IsResourceExhausted(pub.status())) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "another launcher is running stack instance \"",
-          options_.channels.instance, "\" under ", options_.channels.root,
-          " (it publishes ", kLauncherStatusChannel,
-          "); stop it first, or pick another --instance"));
-    }
-    return pub.status();
-  }
-  status_channel_ = std::move(*handle);
-  status_pub_ = std::move(*pub);
-  return absl::OkStatus();
-}
-
 StackStatus Launcher::Impl::status() const {
   StackStatus status;
   status.phase = phase_;
   status.launcher_pid = ::getpid();
-  status.stack_path = stack_path_;
+  status.stack_path = plan_.stack_path;
   status.root = options_.channels.root;
   status.instance = options_.channels.instance;
   for (const Node& node : nodes_) {
@@ -658,82 +192,16 @@ StackStatus Launcher::Impl::status() const {
     n.name = node.name;
     n.state = node.state;
     n.pid = node.pid;
-    n.restarts = node.restarts;
+    n.restarts = node.history.restarts;
     n.starts = node.starts;
     n.last_exit = node.last_exit;
   }
   return status;
 }
 
-void Launcher::Impl::Publish(const StackStatus& status) {
-  if (!options_.status_json_path.empty()) {
-    const std::string tmp =
-        absl::StrCat(options_.status_json_path, ".tmp.", ::getpid());
-    {
-      std::ofstream file(tmp, std::ios::trunc);
-      file << FormatStatusJson(status);
-    }
-    std::error_code ec;
-    fs::rename(tmp, options_.status_json_path, ec);
-    if (ec && !status_json_warned_) {
-      status_json_warned_ = true;
-      Warn(absl::StrCat("cannot write the status file ",
-                        options_.status_json_path, ": ", ec.message()));
-    }
-  }
-  if (status_pub_ == nullptr) return;
-  transport::Loan<wire::LauncherStatus> loan = status_pub_->MakeLoan();
-  if (!loan.valid()) return;
-  wire::LauncherStatus::Builder root = loan.root();
-  root.setTimeNs(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                     std::chrono::system_clock::now().time_since_epoch())
-                     .count());
-  root.setLauncherPid(status.launcher_pid);
-  root.setStackFile(status.stack_path);
-  root.setPhase(status.phase == StackStatus::Phase::kRunning
-                    ? wire::LauncherStatus::Phase::RUNNING
-                : status.phase == StackStatus::Phase::kStopping
-                    ? wire::LauncherStatus::Phase::STOPPING
-                    : wire::LauncherStatus::Phase::STOPPED);
-  auto list = root.initNodes(static_cast<unsigned>(status.nodes.size()));
-  for (size_t i = 0; i < status.nodes.size(); ++i) {
-    const NodeStatus& n = status.nodes[i];
-    auto b = list[static_cast<unsigned>(i)];
-    b.setName(n.name);
-    b.setPid(n.pid);
-    b.setState(WireState(n.state));
-    b.setRestarts(n.restarts);
-    b.setStarts(n.starts);
-    b.setLastExitValue(n.last_exit.value);
-    switch (n.last_exit.kind) {
-      case ExitInfo::Kind::kNone:
-        b.setLastExit(wire::NodeStatus::ExitKind::NONE);
-        break;
-      case ExitInfo::Kind::kCode:
-        b.setLastExit(wire::NodeStatus::ExitKind::CODE);
-        break;
-      case ExitInfo::Kind::kSignal:
-        b.setLastExit(wire::NodeStatus::ExitKind::SIGNAL);
-        break;
-      case ExitInfo::Kind::kStartFailed:
-        b.setLastExit(wire::NodeStatus::ExitKind::START_FAILED);
-        b.setLastError(n.last_exit.message);
-        break;
-    }
-  }
-  const transport::PublishResult sent = status_pub_->Send(std::move(loan));
-  if (sent.status == transport::PublishStatus::kTooLarge) {
-    Warn(absl::StrCat("the stack's status does not fit ",
-                      kLauncherStatusChannel, " (",
-                      status_pub_->last_finish().ErrorMessage(),
-                      "); no longer publishing it there"));
-    status_pub_.reset();
-  }
-}
-
 void Launcher::Impl::Changed() {
   const StackStatus s = status();
-  Publish(s);
+  if (status_publisher_ != nullptr) status_publisher_->Publish(s);
   if (on_change) on_change(s);
 }
 
@@ -807,8 +275,10 @@ void Launcher::Impl::Start(Node& node) {
   node.pid = process->pid;
   node.pidfd = std::move(process->pidfd);
   node.start_report = std::move(process->start_report);
-  node.output[0] = Output{std::move(process->stdout_fd), "", false};
-  node.output[1] = Output{std::move(process->stderr_fd), "", true};
+  node.output[0] =
+      OutputForwarder(std::move(process->stdout_fd), node.name, &out_);
+  node.output[1] =
+      OutputForwarder(std::move(process->stderr_fd), node.name, &err_);
   node.applied = process->applied;
   node.state = NodeState::kStarting;
   node.started_at = Clock::now();
@@ -844,54 +314,42 @@ void Launcher::Impl::CheckStart(Node& node) {
 
 void Launcher::Impl::Ended(Node& node, const ExitInfo& exit,
                            Clock::duration ran_for) {
-  namespace config = transport::config;
   node.last_exit = exit;
   const bool failed = !exit.success();
-  const bool restart =
-      node.policy == config::RestartPolicy::ALWAYS ||
-      (node.policy == config::RestartPolicy::ON_FAILURE && failed);
+  const RestartDecision decision = DecideRestart(
+      node.restart, failed, exit.kind == ExitInfo::Kind::kStartFailed, ran_for,
+      options_.stable_run, &node.history);
   const std::string what =
       exit.kind == ExitInfo::Kind::kStartFailed
           ? absl::StrCat(node.name, " could not start")
           : absl::StrCat(node.name, " exited with ", DescribeExit(exit),
                          " after ", Seconds(ran_for));
-  if (!restart) {
-    node.state = failed ? NodeState::kFailed : NodeState::kExited;
-    Say(absl::StrCat(what, "; not restarted (restart policy ",
-                     RestartPolicyName(node.policy), ")"));
-    Changed();
-    return;
+  const uint32_t restarts = node.history.restarts;
+  const uint32_t max_restarts = node.restart.max_restarts;
+  switch (decision.action) {
+    case RestartDecision::Action::kDone:
+      node.state = failed ? NodeState::kFailed : NodeState::kExited;
+      Say(absl::StrCat(what, "; not restarted (restart policy ",
+                       RestartPolicyName(node.restart.policy), ")"));
+      break;
+    case RestartDecision::Action::kGiveUp:
+      node.state = NodeState::kFailed;
+      Say(what);
+      err_ << kSay << "giving up on node " << node.name << " after " << restarts
+           << " restart" << (restarts == 1 ? "" : "s") << ": last "
+           << DescribeExit(exit) << " (restart.maxRestarts is " << max_restarts
+           << ")\n"
+           << std::flush;
+      break;
+    case RestartDecision::Action::kRestart:
+      node.restart_at = Clock::now() + decision.delay;
+      node.state = NodeState::kBackoff;
+      Say(absl::StrCat(
+          what, "; restarting in ", Millis(decision.delay), " (restart ",
+          restarts, max_restarts == 0 ? "" : absl::StrCat(" of ", max_restarts),
+          ")"));
+      break;
   }
-  if (node.max_restarts != 0 && node.restarts >= node.max_restarts) {
-    node.state = NodeState::kFailed;
-    Say(what);
-    const std::string give_up = absl::StrCat(
-        "giving up on node ", node.name, " after ", node.restarts, " restart",
-        node.restarts == 1 ? "" : "s", ": last ", DescribeExit(exit),
-        " (restart.maxRestarts is ", node.max_restarts, ")");
-    err_ << kSay << give_up << "\n" << std::flush;
-    Changed();
-    return;
-  }
-  if (exit.kind != ExitInfo::Kind::kStartFailed &&
-      ran_for >= options_.stable_run) {
-    node.backoff_doublings = 0;
-  }
-  uint64_t delay = node.backoff_ms;
-  for (uint32_t i = 0;
-       i < node.backoff_doublings && delay < node.max_backoff_ms; ++i) {
-    delay *= 2;
-  }
-  delay = std::min<uint64_t>(delay, node.max_backoff_ms);
-  ++node.backoff_doublings;
-  ++node.restarts;
-  node.restart_at = Clock::now() + milliseconds(delay);
-  node.state = NodeState::kBackoff;
-  Say(absl::StrCat(
-      what, "; restarting in ", Millis(milliseconds(delay)), " (restart ",
-      node.restarts,
-      node.max_restarts == 0 ? "" : absl::StrCat(" of ", node.max_restarts),
-      ")"));
   Changed();
 }
 
@@ -923,7 +381,7 @@ void Launcher::Impl::Reap(Node& node) {
   const pid_t pid = node.pid;
   node.pid = 0;
   node.pidfd.Reset();
-  for (Output& output : node.output) Forward(node, output, /*final=*/true);
+  for (OutputForwarder& output : node.output) output.Forward(/*final=*/true);
   const Clock::duration ran_for = Clock::now() - node.started_at;
   if (phase_ != StackStatus::Phase::kRunning) {
     node.last_exit = exit;
@@ -934,47 +392,6 @@ void Launcher::Impl::Reap(Node& node) {
     return;
   }
   Ended(node, exit, ran_for);
-}
-
-void Launcher::Impl::EmitLines(const Node& node, Output& output, bool final) {
-  std::ostream& sink = output.is_stderr ? err_ : out_;
-  size_t begin = 0;
-  bool wrote = false;
-  while (true) {
-    const size_t nl = output.partial.find('\n', begin);
-    if (nl == std::string::npos) break;
-    sink << '[' << node.name << "] "
-         << std::string_view(output.partial).substr(begin, nl - begin) << '\n';
-    wrote = true;
-    begin = nl + 1;
-  }
-  output.partial.erase(0, begin);
-  if (!output.partial.empty() && (final || output.partial.size() >= kMaxLine)) {
-    sink << '[' << node.name << "] " << output.partial << '\n';
-    output.partial.clear();
-    wrote = true;
-  }
-  if (wrote) sink.flush();
-}
-
-void Launcher::Impl::Forward(Node& node, Output& output, bool final) {
-  char buffer[16384];
-  size_t total = 0;
-  while (output.fd.valid()) {
-    const ssize_t n = ::read(output.fd.get(), buffer, sizeof(buffer));
-    if (n > 0) {
-      output.partial.append(buffer, static_cast<size_t>(n));
-      EmitLines(node, output, false);
-      total += static_cast<size_t>(n);
-      if (!final && total >= kMaxReadPerWake) return;
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN && !final) return;
-    // EOF, an error, or (final) all that was written before the exit.
-    EmitLines(node, output, true);
-    output.fd.Reset();
-  }
 }
 
 void Launcher::Impl::WaitOnce(Clock::time_point until) {
@@ -990,8 +407,8 @@ void Launcher::Impl::WaitOnce(Clock::time_point until) {
   }
   for (Node& node : nodes_) {
     for (int k = 0; k < 2; ++k) {
-      if (node.output[k].fd.valid()) {
-        fds.push_back({node.output[k].fd.get(), POLLIN, 0});
+      if (node.output[k].open()) {
+        fds.push_back({node.output[k].fd(), POLLIN, 0});
         sources.push_back({&node, k});
       }
     }
@@ -1014,7 +431,7 @@ void Launcher::Impl::WaitOnce(Clock::time_point until) {
     if (fds[i].revents == 0) continue;
     const Source& s = sources[i];
     if (s.what == 0 || s.what == 1) {
-      Forward(*s.node, s.node->output[s.what], false);
+      s.node->output[s.what].Forward(/*final=*/false);
     } else if (s.what == 3) {
       CheckStart(*s.node);
     } else if (s.what == -1) {
@@ -1106,7 +523,7 @@ Launcher::Result Launcher::Impl::Run() {
     WaitOnce(until);
     const Clock::time_point now = Clock::now();
     if (now >= next_tick) {
-      Publish(status());
+      if (status_publisher_ != nullptr) status_publisher_->Publish(status());
       next_tick += options_.status_period;
       if (next_tick <= now) next_tick = now + options_.status_period;
     }

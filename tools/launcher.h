@@ -1,25 +1,26 @@
 // tools: `tether launch` as a library. Starts a multi-process stack from its
 // config: creates every channel up front, starts the nodes in startAfter
 // order (each with its scheduling, CPUs, user and environment, see
-// tools/node_process.h), prefixes their output with "[node] ", restarts them
-// by policy with exponential backoff, publishes the stack's state, and stops
-// them in reverse start order.
+// tools/node_process.h), prefixes their output with "[node] "
+// (tools/output_forwarder.h), restarts them by policy with exponential
+// backoff, publishes the stack's state (tools/stack_status.h,
+// tools/status_publisher.h), and stops them in reverse start order. The
+// preparation -- message types, the stack, each node's process -- is
+// tools/launch_plan.h; this file is the supervisor.
 //
 // Channels are created by the launcher, before any node starts, so a node
 // never fails for a missing channel. Creating a channel needs its type's
-// schema (the channel stores it, so tools can decode it): the launcher knows
-// the types its binary links (tools/builtin_schemas.h: the demo messages and
-// its own status) plus any CodeGeneratorRequest files given as
-// LaunchOptions::schema_files (`capnp compile -o- my.capnp > my.schema`).
-// The trade-off: a stack whose types are in neither fails at load with an
+// schema (the channel stores it, so tools can decode it): the launcher
+// learns the types from the schema files the stack names (its "schemas"),
+// from LaunchOptions::schema_files, and from the channels already there
+// (see tools/launch_plan.h); it links none of the stack's types. The
+// trade-off: a stack whose types are in none of them fails at load with an
 // error naming the type, rather than letting nodes create their channels
 // (which would make channel shape and existence depend on start order).
 //
-// Nodes learn where their channels are from environment variables:
-//   TETHER_ROOT      channel root directory (absolute)
-//   TETHER_INSTANCE  stack instance (a folder under the root)
-//   TETHER_NODE      the node's name in the stack
-//   TETHER_STACK     the stack config file (absolute), for ChannelSet
+// Nodes learn their name, their stack file and where their channels are
+// from the environment variables of transport/node_environment.h (the root
+// and instance of LaunchOptions::channels, the node's name, the stack file).
 // These override the node's configured env; everything else is inherited
 // from LaunchOptions::base_env, then the node's env.
 //
@@ -52,122 +53,26 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "shm/channel.h"
+#include "tools/launch_options.h"
+#include "tools/stack_status.h"
+#include "tools/status_publisher.h"
 #include "transport/schema_registry.h"
 
 namespace tether::tools {
-
-// The channel the launcher publishes its status on (LauncherStatus, see
-// tools/launcher_status.capnp). A stack may not declare it.
-inline constexpr char kLauncherStatusChannel[] = "/tether/launcher/status";
-
-struct LaunchOptions {
-  // The stack config (JSON, see transport/config.capnp).
-  std::string stack_path;
-  // Where channels are created (root, instance).
-  shm::ChannelOptions channels;
-  // Extra schemas: files holding a stream-framed CodeGeneratorRequest
-  // (`capnp compile -o- x.capnp > x.schema`); every struct in them becomes a
-  // type channels may carry.
-  std::vector<std::string> schema_files;
-  // The nodes' working directory (and base of relative commands); empty:
-  // the launcher's current directory.
-  std::string working_directory;
-  // The environment every node starts from ("NAME=value"); main() passes
-  // its own.
-  std::vector<std::string> base_env;
-  // Stop the stack after this long; unset: run until stop_fd or until every
-  // node has ended.
-  std::optional<std::chrono::milliseconds> duration;
-  // At shutdown, SIGKILL a node this long after its SIGTERM.
-  std::chrono::milliseconds kill_timeout{2000};
-  // A run at least this long resets the backoff doubling.
-  std::chrono::milliseconds stable_run{10000};
-  // Readable when the stack must stop (loop::StopSignals::fd()); -1: none.
-  // Never read: it may stay readable.
-  int stop_fd = -1;
-  // Write the stack's status as JSON to this file (replaced atomically) on
-  // every change and every status_period; empty: none.
-  std::string status_json_path;
-  // Publish LauncherStatus on kLauncherStatusChannel.
-  bool status_channel = true;
-  std::chrono::milliseconds status_period{1000};
-};
-
-enum class NodeState {
-  kPending,   // Not started yet: waits for the nodes in its startAfter.
-  kStarting,  // Forked; its program not executed yet (see node_process.h).
-  kRunning,   // Its program runs.
-  kBackoff,   // Ended; restarts when its backoff delay is over.
-  kStopping,  // Sent SIGTERM (then SIGKILL) by the shutdown.
-  kExited,    // Ended with code 0; its restart policy does not restart it.
-  kFailed,    // Ended abnormally, not restarted (policy, or gave up).
-  kStopped,   // Stopped by the shutdown (or never started before it).
-  kBlocked,   // Never started: a node in its startAfter failed to start.
-};
-
-// "pending", "running", ... Any thread; RT-safe.
-std::string_view NodeStateName(NodeState state);
-
-// How a node's last run ended.
-struct ExitInfo {
-  enum class Kind { kNone, kCode, kSignal, kStartFailed };
-  Kind kind = Kind::kNone;
-  int value = 0;        // Exit code or signal number.
-  std::string message;  // Why the start failed (kStartFailed).
-
-  bool success() const { return kind == Kind::kCode && value == 0; }
-};
-
-// "exit code 1", "signal 9 (SIGKILL)", "start failed: ...", "none".
-// Any thread; allocates.
-std::string DescribeExit(const ExitInfo& exit);
-
-struct NodeStatus {
-  std::string name;
-  NodeState state = NodeState::kPending;
-  pid_t pid = 0;          // While starting, running or stopping, else 0.
-  uint32_t restarts = 0;  // Restarts so far (the first start not counted).
-  uint32_t starts = 0;    // Starts that executed the program.
-  ExitInfo last_exit;
-};
-
-struct StackStatus {
-  enum class Phase { kRunning, kStopping, kStopped };
-  Phase phase = Phase::kRunning;
-  pid_t launcher_pid = 0;
-  std::string stack_path;  // Absolute.
-  std::string root;
-  std::string instance;
-  std::vector<NodeStatus> nodes;  // In config order.
-};
-
-// "running", "stopping", "stopped". Any thread; RT-safe.
-std::string_view PhaseName(StackStatus::Phase phase);
-
-// The status as one JSON object: {"launcher_pid", "stack", "root",
-// "instance", "phase", "time_unix_ms", "nodes": [{"name", "state", "pid"
-// (null when not running), "restarts", "starts", "last_exit": null |
-// {"code"} | {"signal", "signal_name"} | {"start_error"}}]}.
-// Any thread; allocates.
-std::string FormatStatusJson(const StackStatus& status);
-
-// The closing table: one line per node with state, pid, restarts and last
-// exit. Any thread; allocates.
-std::string FormatSummary(const StackStatus& status);
 
 // One launch of a stack. Not thread-safe: one thread creates it and calls
 // Run(); that thread must live until Run() returns (Linux ties each node's
 // parent-death signal to it). Not copyable or movable.
 class Launcher {
  public:
-  // Loads and validates the stack (with `schemas` plus options.schema_files
-  // as known types), checks every node (command found and executable, user
-  // exists, startAfter), then creates every channel and the status channel.
-  // Any error is returned before a single node starts, naming the file and
-  // field or the node and what to fix (InvalidArgument, NotFound, ...).
-  // Config warnings and the channels created are reported on `err` / `out`,
-  // which must outlive the launcher. Setup; blocks on file and shm I/O.
+  // Loads and validates the stack (with `schemas`, if given, and the
+  // sources of tools/launch_plan.h as known types), checks every node (command
+  // found and executable, user exists, startAfter), then creates every channel
+  // and the status channel. Any error is returned before a single node starts,
+  // naming the file and field or the node and what to fix (InvalidArgument,
+  // NotFound, ...). Config warnings and the channels created are reported on
+  // `err` / `out`, which must outlive the launcher. Setup; blocks on file and
+  // shm I/O.
   static absl::StatusOr<std::unique_ptr<Launcher>> Create(
       LaunchOptions options, std::unique_ptr<transport::SchemaRegistry> schemas,
       std::ostream& out, std::ostream& err);

@@ -5,7 +5,6 @@
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -23,10 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-
-#ifndef CLOSE_RANGE_CLOEXEC
-#define CLOSE_RANGE_CLOEXEC (1U << 2)
-#endif
+#include "tools/node_child.h"
 
 namespace tether::tools {
 
@@ -45,114 +41,9 @@ void Fd::Reset() {
 
 namespace {
 
-// What the child reports through its close-on-exec pipe when a step before
-// (or the) exec fails. Nothing arrives when the exec succeeds.
-enum class ChildStage : int {
-  kGo = 1,
-  kStdio,
-  kSetgroups,
-  kSetgid,
-  kSetuid,
-  kDeathSignal,
-  kChdir,
-  kExec,
-};
-
-struct ChildReport {
-  ChildStage stage;
-  int error;
-};
-
-// Exit codes of a child that could not run its program.
-constexpr int kChildExitFailed = 127;
-constexpr int kChildExitParentGone = 126;
-
-// The child's inputs, as plain pointers prepared before fork.
-struct ChildArgs {
-  pid_t parent = 0;
-  int null_fd = -1;
-  int stdout_w = -1;
-  int stderr_w = -1;
-  int report_w = -1;
-  int go_child = -1;
-  int go_parent = -1;
-  const char* path = nullptr;
-  char* const* argv = nullptr;
-  char* const* envp = nullptr;
-  const char* working_directory = nullptr;
-  bool switch_user = false;
-  uid_t uid = 0;
-  gid_t gid = 0;
-  const gid_t* groups = nullptr;
-  size_t group_count = 0;
-};
-
-// Runs in the child between fork and exec: async-signal-safe calls only (no
-// allocation, no locks), since other threads of the launcher may have held
-// locks at the fork.
-[[noreturn]] void ChildFail(int report_w, ChildStage stage) {
-  const ChildReport report{stage, errno};
-  (void)!::write(report_w, &report, sizeof(report));
-  ::_exit(kChildExitFailed);
-}
-
-[[noreturn]] void ChildMain(const ChildArgs& a) {
-  auto fail = [&](ChildStage stage) { ChildFail(a.report_w, stage); };
-  // Die with the launcher, also if it died before this line.
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(ChildStage::kDeathSignal);
-  if (::getppid() != a.parent) ::_exit(kChildExitParentGone);
-  ::setpgid(0, 0);
-  // Default dispositions and an empty mask for the program (the launcher's
-  // handlers and the mask blocked around fork must not leak into it).
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig == SIGKILL || sig == SIGSTOP) continue;
-    struct sigaction action;
-    std::memset(&action, 0, sizeof(action));
-    action.sa_handler = SIG_DFL;
-    ::sigaction(sig, &action, nullptr);  // Fails for reserved signals: fine.
-  }
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-
-  // Wait until the parent has applied scheduling and CPUs.
-  ::close(a.go_parent);
-  char go = 0;
-  ssize_t n;
-  do {
-    n = ::read(a.go_child, &go, 1);
-  } while (n < 0 && errno == EINTR);
-  if (n != 1) {
-    errno = n == 0 ? EPIPE : errno;
-    fail(ChildStage::kGo);
-  }
-
-  if (::dup2(a.null_fd, 0) < 0 || ::dup2(a.stdout_w, 1) < 0 ||
-      ::dup2(a.stderr_w, 2) < 0) {
-    fail(ChildStage::kStdio);
-  }
-  // No other descriptor of the launcher reaches the program. (Marked
-  // close-on-exec rather than closed: the report pipe must stay open until
-  // the exec.) Linux >= 5.11; older kernels keep the launcher's own
-  // close-on-exec flags, which cover every fd it opens.
-  ::syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC);
-
-  if (a.switch_user) {
-    if (::setgroups(a.group_count, a.groups) != 0) fail(ChildStage::kSetgroups);
-    if (::setgid(a.gid) != 0) fail(ChildStage::kSetgid);
-    if (::setuid(a.uid) != 0) fail(ChildStage::kSetuid);
-    // A credential change clears the parent-death signal: arm it again.
-    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
-      fail(ChildStage::kDeathSignal);
-    }
-    if (::getppid() != a.parent) ::_exit(kChildExitParentGone);
-  }
-  if (a.working_directory[0] != '\0' && ::chdir(a.working_directory) != 0) {
-    fail(ChildStage::kChdir);
-  }
-  ::execve(a.path, a.argv, a.envp);
-  ChildFail(a.report_w, ChildStage::kExec);
-}
+using internal::ChildArgs;
+using internal::ChildReport;
+using internal::ChildStage;
 
 std::string UserSwitchHelp(const NodeProcessSpec& spec) {
   return absl::StrCat(
@@ -236,18 +127,6 @@ std::vector<int> CpusOf(pid_t pid) {
   return cpus;
 }
 
-const char* PolicyName(loop::SchedPolicy policy) {
-  switch (policy) {
-    case loop::SchedPolicy::kOther:
-      return "SCHED_OTHER";
-    case loop::SchedPolicy::kFifo:
-      return "SCHED_FIFO";
-    case loop::SchedPolicy::kRoundRobin:
-      return "SCHED_RR";
-  }
-  return "?";
-}
-
 // Applies the node's CPUs, policy/priority and nice value to the waiting
 // child `pid`. Returns the settings that failed (each with its fix) and
 // fills `applied`.
@@ -298,7 +177,7 @@ std::vector<std::string> ApplyRealtime(const NodeProcessSpec& spec, pid_t pid,
     problems.push_back(std::string(sched.message()));
   } else if (spec.policy != loop::SchedPolicy::kOther) {
     applied->push_back(
-        absl::StrCat(PolicyName(spec.policy), " ", spec.priority));
+        absl::StrCat(loop::SchedPolicyName(spec.policy), " ", spec.priority));
   }
   if (spec.policy == loop::SchedPolicy::kOther) {
     errno = 0;
@@ -401,7 +280,7 @@ absl::StatusOr<NodeProcess> SpawnNodeProcess(const NodeProcessSpec& spec) {
   sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &previous);
   const pid_t pid = ::fork();
-  if (pid == 0) ChildMain(args);
+  if (pid == 0) internal::RunChild(args);
   const int fork_errno = errno;
   ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   if (pid < 0) {

@@ -1,7 +1,8 @@
 // tools: starting one node process for the launcher. fork(); the parent
 // applies the node's scheduling, nice value and CPUs to the child while the
 // child waits; then the child switches user, arms its parent-death signal and
-// execs. Every failure comes back as a message that says what to do.
+// execs (the child side is tools/node_child.h). Every failure comes back as a
+// message that says what to do.
 //
 // Process model (documented here because the launcher relies on it):
 // - Each node is the leader of its own process group (setpgid). A Ctrl-C on

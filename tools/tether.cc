@@ -6,14 +6,16 @@
 #include <cmath>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "loop/signals.h"
 #include "tools/arg_parser.h"
-#include "tools/builtin_schemas.h"
 #include "tools/clean.h"
 #include "tools/cli.h"
 #include "tools/channel_tool.h"
@@ -23,9 +25,14 @@
 #include "tools/launcher.h"
 #include "tools/list.h"
 #include "tools/net_bridge_command.h"
+#include "tools/package_binary.h"
+#include "tools/log_command.h"
 #include "tools/pub.h"
+#include "tools/record.h"
+#include "tools/replay.h"
 #include "tools/stat.h"
 #include "transport/channel_handle.h"
+#include "transport/node_environment.h"
 
 extern char** environ;
 
@@ -82,8 +89,10 @@ ArgParser ListParser() {
 }
 
 int RunList(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
+  shm::ChannelOptions where;
+  if (!RootInstanceFrom(args, "tether list", &where, err)) return kExitUsage;
   absl::StatusOr<std::vector<transport::ChannelSummary>> channels =
-      transport::ListChannels(RootInstanceFrom(args));
+      transport::ListChannels(where);
   if (!channels.ok()) {
     err << "tether list: " << channels.status().message() << "\n";
     return kExitFailure;
@@ -100,17 +109,20 @@ int RunList(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
 ArgParser LaunchParser() {
   ArgParser parser(
       "tether launch",
-      "Starts a stack: creates every channel of the <stack> config, then\n"
-      "starts its nodes in startAfter order, each with its scheduling, CPUs,\n"
-      "user and environment (plus TETHER_ROOT, TETHER_INSTANCE, TETHER_NODE\n"
-      "and TETHER_STACK). Node output is prefixed with [node]. Nodes are\n"
-      "restarted by their restart policy with exponential backoff; a node\n"
-      "that keeps failing is given up after restart.maxRestarts. Ctrl-C or\n"
-      "SIGTERM stops the nodes in reverse start order (SIGTERM, then SIGKILL\n"
-      "after --kill-timeout); a second Ctrl-C kills the launcher, and its\n"
-      "nodes with it. The stack's status is published on the channel\n"
-      "/tether/launcher/status.\n"
-      "Exits 1 if a node failed for good (or never started), else 0.");
+      absl::StrCat(
+          "Starts a stack: creates every channel of the <stack> config, then\n"
+          "starts its nodes in startAfter order, each with its scheduling,\n"
+          "CPUs, user and environment (plus ",
+          transport::kEnvRoot, ", ", transport::kEnvInstance, ",\n",
+          transport::kEnvNode, " and ", transport::kEnvStack,
+          "). Node output is prefixed with [node].\n"
+          "Nodes are restarted by their restart policy with exponential\n"
+          "backoff; a node that keeps failing is given up after\n"
+          "restart.maxRestarts. Ctrl-C or SIGTERM stops the nodes in reverse\n"
+          "start order (SIGTERM, then SIGKILL after --kill-timeout); a second\n"
+          "Ctrl-C kills the launcher, and its nodes with it. The stack's\n"
+          "status is published on the channel /tether/launcher/status.\n"
+          "Exits 1 if a node failed for good (or never started), else 0."));
   parser.AddPositional("stack", "the stack config (JSON)");
   AddRootInstanceOptions(parser);
   parser.AddOption("duration", "SECONDS",
@@ -126,8 +138,8 @@ ArgParser LaunchParser() {
                    "commands (default: the current directory)");
   parser.AddOption("schemas", "FILES",
                    "comma-separated schema files for message types the "
-                   "launcher does not know (capnp compile -o- x.capnp > "
-                   "x.schema)");
+                   "stack's own \"schemas\" do not declare: .capnp files, "
+                   "or made with capnp compile -o- x.capnp > x.schema");
   parser.AddFlag("no-status-channel", "do not publish /tether/launcher/status");
   return parser;
 }
@@ -151,7 +163,7 @@ bool ParseSeconds(const ParsedArgs& args, const char* name, bool positive,
 int RunLaunch(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   LaunchOptions options;
   options.stack_path = args.Positional("stack");
-  options.channels = RootInstanceFrom(args);
+  if (!RootInstanceFrom(args, "tether launch", &options.channels, err)) return kExitUsage;
   options.working_directory = args.Option("workdir");
   options.status_json_path = args.Option("status-json");
   options.status_channel = !args.Flag("no-status-channel");
@@ -182,15 +194,30 @@ int RunLaunch(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   // A closed output pipe (`| head`) must not take the stack down with the
   // launcher; nodes get default signal dispositions back.
   ::signal(SIGPIPE, SIG_IGN);
-  auto schemas = std::make_unique<transport::SchemaRegistry>();
-  RegisterBuiltinSchemas(*schemas);
-  absl::StatusOr<std::unique_ptr<Launcher>> launcher =
-      Launcher::Create(std::move(options), std::move(schemas), out, err);
+  // No compiled-in message types: the launcher learns the stack's types
+  // from its schema files and channels (tools/launch_plan.h).
+  absl::StatusOr<std::unique_ptr<Launcher>> launcher = Launcher::Create(
+      std::move(options), std::make_unique<transport::SchemaRegistry>(), out,
+      err);
   if (!launcher.ok()) {
     err << "tether launch: " << launcher.status().message() << "\n";
     return kExitFailure;
   }
   return (*launcher)->Run().exit_code;
+}
+
+// Listed for `tether --help`; main() execs the package binary before the
+// table is consulted, so these only describe it.
+ArgParser RosBridgeParser() {
+  return ArgParser(
+      "tether ros-bridge",
+      "Runs the ROS 1 bridge (bazel-bin/ros_bridge/ros_bridge, built by\n"
+      "./tether ros-bridge); `tether ros-bridge --help` shows its options.");
+}
+
+int RunPackageBinaryStub(const ParsedArgs&, std::ostream&, std::ostream& err) {
+  err << "tether: this command runs its package's binary; see its --help\n";
+  return kExitFailure;
 }
 
 // Every command of the CLI. Later commands (launch, list, echo, pub, stat,
@@ -214,9 +241,18 @@ constexpr Command kCommands[] = {
      &StatParser, &RunStatCommand},
     {"clean", "remove channels no live process uses, and creators' leftovers",
      &CleanParser, &RunCleanCommand},
+    {"ros-bridge",
+     "bridge ROS 1 topics and tether channels, both ways (any message type)",
+     &RosBridgeParser, &RunPackageBinaryStub},
     {"net-bridge",
      "forward chosen channels to and from other hosts over Cyclone DDS",
      &NetBridgeParser, &RunNetBridgeCommand},
+    {"record", "record a stack's channels into an MCAP log, losses included",
+     &RecordParser, &RunRecordCommand},
+    {"replay", "play a log back into shared memory in real time",
+     &ReplayParser, &RunReplayCommand},
+    {"log", "log tools: info, cat, check, recover, plot (tether log --help)",
+     &LogParser, &RunLogCommand},
 };
 
 }  // namespace
@@ -224,10 +260,19 @@ constexpr Command kCommands[] = {
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + argc);
+  if (std::optional<int> code =
+          tether::tools::MaybeExecPackageBinary(args, std::cerr)) {
+    return *code;
+  }
   // The bridge parses its own arguments (and --help): hand them over whole.
   if (!args.empty() && args[0] == "net-bridge") {
     return tether::tools::ExecNetBridge(
         std::span<const std::string>(args).subspan(1), std::cerr);
+  }
+  // `tether log <command>` has a command table of its own.
+  if (!args.empty() && args[0] == "log") {
+    return tether::tools::RunLogCli(std::span(args).subspan(1), std::cout,
+                                    std::cerr);
   }
   return tether::tools::RunCli(tether::tools::kCommands, args, std::cout,
                                std::cerr);

@@ -13,6 +13,26 @@ struct Stack {
 
   channels @1 :List(Channel);
   nodes @2 :List(Node);
+
+  schemas @3 :List(Text);
+  # Cap'n Proto schema files declaring the message types of the channels,
+  # relative to this file, e.g. ["../demo.capnp"]. They are how the launcher
+  # (and a node, for the types it does not link) knows a type it has no
+  # compiled-in code for: it needs the schema to create the channel, which
+  # stores it for tools. Parsed when the stack is launched
+  # (transport/schema_file.h):
+  # - a .capnp source is parsed with Cap'n Proto's own compiler. Absolute
+  #   imports (import "/pkg/x.capnp") are looked up in the working directory
+  #   (the launcher's --workdir; in a Bazel workspace its root, where
+  #   capnp_cc_library runs `capnp compile -I.`), then /usr/local/include
+  #   and /usr/include. A type's display name is its file's path below that
+  #   directory ("examples/demo.capnp:JointState"), exactly as the compiled
+  #   type's name, so both describe the same channel type.
+  # - any other file is read as a compiled CodeGeneratorRequest
+  #   (`capnp compile -o- x.capnp > x.schema`; names as that run gave them).
+  # Every struct in a file becomes a type channels may carry. After loading,
+  # the merged stack lists every file's entries as absolute paths, included
+  # files' first, each once.
 }
 
 struct Channel {
@@ -79,6 +99,12 @@ struct Node {
   reads @9 :List(Text);
   writes @10 :List(Text);
   # Channels the node subscribes to / publishes on.
+
+  checkAllocations @11 :Bool;
+  # Run every callback of the node's loop inside a RealtimeScope: a node
+  # binary that links //loop:rt_alloc_check then aborts, with a stack trace,
+  # on a heap allocation in a timer, phased loop or watcher. (Debug builds
+  # check whatever this says.)
 }
 
 struct Scheduling {

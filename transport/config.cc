@@ -61,18 +61,16 @@ class StackConfigLoader {
       : types_(types), out_(problems) {}
 
   absl::StatusOr<StackConfig> Load(const fs::path& path) {
-    std::string text;
-    std::string read_error;
-    if (!ReadFile(path, text, read_error)) {
-      if (out_ != nullptr) {
-        out_->push_back({ConfigProblem::Kind::kSyntax, path.string(), 0, "",
-                         absl::StrCat("cannot read: ", read_error)});
-      }
-      return absl::NotFoundError(absl::StrCat("cannot read stack config ",
-                                              path.string(), ": ", read_error));
-    }
-    LoadFile(path, path.lexically_normal().string(), text);
+    if (absl::Status s = LoadTop(path); !s.ok()) return s;
     return Finish();
+  }
+
+  // The files only (no validation): their schema files.
+  absl::StatusOr<std::vector<StackSchemaFile>> ListSchemaFiles(
+      const fs::path& path) {
+    if (absl::Status s = LoadTop(path); !s.ok()) return s;
+    if (!problems_.errors.empty()) return ErrorStatus();
+    return SchemaFiles();
   }
 
   absl::StatusOr<StackConfig> Parse(std::string_view json,
@@ -86,28 +84,72 @@ class StackConfigLoader {
   }
 
  private:
+  // Reads the top file and (recursively) its includes; NotFound if the top
+  // file cannot be read, else problems are collected.
+  absl::Status LoadTop(const fs::path& path) {
+    std::string text;
+    std::string read_error;
+    if (!ReadFile(path, text, read_error)) {
+      if (out_ != nullptr) {
+        out_->push_back({ConfigProblem::Kind::kSyntax, path.string(), 0, "",
+                         absl::StrCat("cannot read: ", read_error)});
+      }
+      return absl::NotFoundError(absl::StrCat("cannot read stack config ",
+                                              path.string(), ": ", read_error));
+    }
+    LoadFile(path, path.lexically_normal().string(), text);
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<StackConfig> Finish() {
     if (problems_.errors.empty()) Merge();
     if (out_ != nullptr) {
       for (const Problem& p : problems_.errors) out_->push_back(Place(p));
       for (const Problem& p : problems_.warnings) out_->push_back(Place(p));
     }
-    if (!problems_.errors.empty()) {
-      std::vector<std::string> lines;
-      const auto& errors = problems_.errors;
-      for (size_t i = 0; i < errors.size() && i < kMaxReportedErrors; ++i) {
-        lines.push_back(Place(errors[i]).ToString());
-      }
-      if (errors.size() > kMaxReportedErrors) {
-        lines.push_back(absl::StrCat(
-            "... and ", errors.size() - kMaxReportedErrors, " more errors"));
-      }
-      return absl::InvalidArgumentError(absl::StrJoin(lines, "\n"));
-    }
+    if (!problems_.errors.empty()) return ErrorStatus();
     for (const Problem& warning : problems_.warnings) {
       result_.warnings_.push_back(Place(warning).ToString());
     }
     return std::move(result_);
+  }
+
+  // The errors so far, one per line (at most kMaxReportedErrors).
+  absl::Status ErrorStatus() const {
+    std::vector<std::string> lines;
+    const auto& errors = problems_.errors;
+    for (size_t i = 0; i < errors.size() && i < kMaxReportedErrors; ++i) {
+      lines.push_back(Place(errors[i]).ToString());
+    }
+    if (errors.size() > kMaxReportedErrors) {
+      lines.push_back(absl::StrCat(
+          "... and ", errors.size() - kMaxReportedErrors, " more errors"));
+    }
+    return absl::InvalidArgumentError(absl::StrJoin(lines, "\n"));
+  }
+
+  // Every loaded file's `schemas`, resolved against that file, in merge
+  // order (included files first), each once.
+  std::vector<StackSchemaFile> SchemaFiles() const {
+    std::vector<StackSchemaFile> out;
+    absl::flat_hash_set<std::string> seen;
+    for (int f : merge_order_) {
+      auto schemas = files_[f].stack().getSchemas();
+      for (uint32_t i = 0; i < schemas.size(); ++i) {
+        std::error_code ec;
+        fs::path path = files_[f].dir / fs::path(schemas[i].cStr());
+        const fs::path absolute = fs::absolute(path, ec);
+        if (!ec) path = absolute;
+        path = path.lexically_normal();
+        if (!seen.insert(path.string()).second) continue;
+        ConfigProblem where = Place({f, absl::StrCat("schemas[", i, "]"), ""});
+        std::string origin = where.file;
+        if (where.line > 0) absl::StrAppend(&origin, ":", where.line);
+        absl::StrAppend(&origin, ": ", where.field);
+        out.push_back({std::move(path), std::move(origin)});
+      }
+    }
+    return out;
   }
 
   static bool ReadFile(const fs::path& path, std::string& text,
@@ -174,6 +216,13 @@ class StackConfigLoader {
     file_by_canonical_[canonical.string()] = index;
 
     if (!Parse(index, text)) return;
+    auto schemas = files_[index].stack().getSchemas();
+    for (uint32_t i = 0; i < schemas.size(); ++i) {
+      if (View(schemas[i]).empty()) {
+        Error(index, absl::StrCat("schemas[", i, "]"),
+              "empty path; name a .capnp schema file relative to this one");
+      }
+    }
 
     chain_.push_back(index);
     auto includes = files_[index].stack().getIncludes();
@@ -276,6 +325,13 @@ class StackConfigLoader {
       channel_count += files_[f].stack().getChannels().size();
       node_count += files_[f].stack().getNodes().size();
     }
+    const std::vector<StackSchemaFile> schema_files = SchemaFiles();
+    if (!schema_files.empty()) {
+      auto schemas = merged.initSchemas(schema_files.size());
+      for (size_t i = 0; i < schema_files.size(); ++i) {
+        schemas.set(i, schema_files[i].path.string());
+      }
+    }
     auto channels = merged.initChannels(channel_count);
     auto nodes = merged.initNodes(node_count);
     size_t c = 0;
@@ -346,6 +402,12 @@ absl::StatusOr<StackConfig> LoadStackConfig(const std::filesystem::path& path,
                                             const KnownTypes& types,
                                             std::vector<ConfigProblem>* problems) {
   return StackConfigLoader(types, problems).Load(path);
+}
+
+absl::StatusOr<std::vector<StackSchemaFile>> ListStackSchemaFiles(
+    const std::filesystem::path& path) {
+  const KnownTypes none;
+  return StackConfigLoader(none, nullptr).ListSchemaFiles(path);
 }
 
 absl::StatusOr<StackConfig> ParseStackConfig(

@@ -40,9 +40,11 @@ struct ConfigOrigin {
 };
 
 // A loaded, validated stack: includes merged (the `includes` list of the
-// result is empty), every channel's queueDepth resolved (a power of two, also
-// when the file gave historySeconds), plus the warnings found. Immutable;
-// readers may be used from any thread. Movable, not copyable.
+// result is empty; its `schemas` lists every file's schema files as absolute
+// paths, see ListStackSchemaFiles), every channel's queueDepth resolved (a
+// power of two, also when the file gave historySeconds), plus the warnings
+// found. Immutable; readers may be used from any thread. Movable, not
+// copyable.
 class StackConfig {
  public:
   StackConfig(StackConfig&&) noexcept;
@@ -114,6 +116,24 @@ struct ConfigProblem {
 absl::StatusOr<StackConfig> LoadStackConfig(
     const std::filesystem::path& path, const KnownTypes& types,
     std::vector<ConfigProblem>* problems = nullptr);
+
+// A schema file a stack names (an entry of a file's `schemas`).
+struct StackSchemaFile {
+  std::filesystem::path path;  // absolute, lexically normal (no symlinks
+                               // resolved), relative to the file naming it
+  std::string origin;          // "file:line: schemas[i]", for messages
+};
+
+// The schema files the stack at `path` and its includes name, included
+// files' first, each once, without validating anything else: a caller reads
+// them (transport/schema_file.h) to learn the stack's message types before
+// LoadStackConfig() checks channel types against them. Errors are those of
+// LoadStackConfig() for files that cannot be read or parsed (NotFound,
+// InvalidArgument); a stack with other problems lists its schema files and
+// LoadStackConfig() reports the problems. Setup only; reads files;
+// allocates. Thread-safe.
+absl::StatusOr<std::vector<StackSchemaFile>> ListStackSchemaFiles(
+    const std::filesystem::path& path);
 
 // The same for a stack given as JSON text (built in code, or from a test, a
 // log or a bridge): `name` is what errors call it (e.g. "<replay stack>"),

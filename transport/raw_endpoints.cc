@@ -1,20 +1,10 @@
 #include "transport/raw_endpoints.h"
 
-#include <time.h>
-
 #include "absl/strings/str_cat.h"
+#include "shm/clock.h"
 #include "transport/framing.h"
 
 namespace tether::transport {
-namespace {
-
-int64_t MonotonicNs() {
-  timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
-
-}  // namespace
 
 const char* ToString(PublishStatus status) {
   switch (status) {
@@ -118,7 +108,8 @@ ReceiveStatus RawSubscriber::Fill(shm::ReadStatus status,
   c.monotonic_send_ns = static_cast<int64_t>(view.monotonic_send_ns);
   c.realtime_send_ns = static_cast<int64_t>(view.realtime_send_ns);
   c.monotonic_receive_ns =
-      hooks_ != nullptr ? hooks_->MonotonicNowNs() : MonotonicNs();
+      hooks_ != nullptr ? hooks_->MonotonicNowNs()
+                       : static_cast<int64_t>(shm::MonotonicNs());
   c.queue_index = view.queue_index;
   c.publisher_pid = view.publisher_pid;
   c.publisher_index = view.publisher_index;

@@ -40,6 +40,14 @@ void SchemaRegistry::AddRoot(uint64_t id) {
   }
 }
 
+void SchemaRegistry::Register(capnp::StructSchema type) {
+  std::set<uint64_t> seen;
+  std::vector<capnp::Schema> nodes;
+  Collect(capnp::Type(type), &seen, &nodes);
+  for (const capnp::Schema& node : nodes) loader_.loadOnce(node.getProto());
+  AddRoot(type.getProto().getId());
+}
+
 absl::Status SchemaRegistry::AddCodeGeneratorRequest(
     std::span<const std::byte> request, uint64_t root_type_id) {
   if (request.size() % sizeof(capnp::word) != 0 ||

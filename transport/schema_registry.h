@@ -37,6 +37,11 @@ class SchemaRegistry {
     AddRoot(capnp::typeId<T>());
   }
 
+  // Registers `type` -- a struct of another loader, e.g. one parsed from a
+  // schema file (transport/schema_file.h) -- and every struct and enum it
+  // refers to, copying their nodes. Types already known keep their schema.
+  void Register(capnp::StructSchema type);
+
   // Loads every node of a CodeGeneratorRequest blob (stream framed, as
   // CodeGeneratorRequestFor() makes it) and makes `root_type_id` a known
   // type. InvalidArgument if the blob is malformed or lacks that type.

@@ -47,13 +47,13 @@ TEST(ParseCases, RefusesPayloadsSmallerThanTheHeaderAndUnknownModes) {
 
 TEST(ParseSession, FillsEveryFlag) {
   auto s = Parse({"--test=fanout", "--cases=64:touch16:10:1", "--pongs=4",
-                  "--variant=futex_thread", "--spin_us=50", "--ping_cpu=0",
+                  "--variant=futex_waitv", "--spin_us=50", "--ping_cpu=0",
                   "--pong_cpu=1", "--shm_root=/dev/shm/x", "--timeout_s=9",
                   "--name=tether"});
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->test, bench::Test::kFanout);
   EXPECT_EQ(s->pongs, 4);
-  EXPECT_EQ(s->variant, "futex_thread");
+  EXPECT_EQ(s->variant, "futex_waitv");
   EXPECT_EQ(s->spin_us, 50);
   EXPECT_EQ(s->ping_cpu, 0);
   EXPECT_EQ(s->pong_cpu, 1);

@@ -23,6 +23,7 @@
 #include "tests/shm/shm_test_util.h"
 #include "transport/channel_set.h"
 #include "transport/config.h"
+#include "transport/node_environment.h"
 
 extern char** environ;
 
@@ -86,9 +87,15 @@ TEST(NodeBinaries, RunAsAStackAndStopCleanly) {
     n.log = ::testing::TempDir() + "/" + n.name + ".log";
     std::vector<std::string> env;
     for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
-    env.push_back("TETHER_ROOT=" + root.options().root);
-    env.push_back("TETHER_INSTANCE=" + root.options().instance);
-    env.push_back("TETHER_NODE=" + n.name);
+    // What the launcher hands a node (the stack comes from the default path).
+    transport::NodeEnvironment contract;
+    contract.node_name = n.name;
+    contract.config_path = kConfig;
+    contract.channels = root.options();
+    for (const transport::EnvVariable& v :
+         transport::NodeEnvironmentVariables(contract)) {
+      env.push_back(v.name + "=" + v.value);
+    }
     env.push_back("TETHER_CONTROLLER_MODE=position");
     n.pid = Spawn(n, env);
     ASSERT_GT(n.pid, 0) << "cannot start examples/" << n.name;

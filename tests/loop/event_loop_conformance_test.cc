@@ -53,13 +53,13 @@ constexpr char kStack[] = R"({
   ]
 })";
 
-enum class Kind { kSimulated, kUringFutex, kFutexThread };
+enum class Kind { kSimulated, kUringFutex, kFutexWaitv };
 
 std::string KindName(const ::testing::TestParamInfo<Kind>& info) {
   switch (info.param) {
     case Kind::kSimulated: return "Simulated";
     case Kind::kUringFutex: return "UringFutex";
-    case Kind::kFutexThread: return "FutexThread";
+    case Kind::kFutexWaitv: return "FutexWaitv";
   }
   return "?";
 }
@@ -152,7 +152,7 @@ class ConformanceTest : public ::testing::TestWithParam<Kind> {
       auto choice = ChooseWakeBackend(
           ProbeKernel(), GetParam() == Kind::kUringFutex
                              ? WakeBackend::kUringFutex
-                             : WakeBackend::kFutexThread);
+                             : WakeBackend::kFutexWaitv);
       if (!choice.ok()) GTEST_SKIP() << choice.status();
     }
     schemas_.Register<Scalars>();
@@ -169,7 +169,7 @@ class ConformanceTest : public ::testing::TestWithParam<Kind> {
       harness_ = std::make_unique<UringHarness>(
           *stack_, schemas_, root_.options(),
           GetParam() == Kind::kUringFutex ? WakeBackend::kUringFutex
-                                          : WakeBackend::kFutexThread);
+                                          : WakeBackend::kFutexWaitv);
     }
   }
   bool simulated() const { return GetParam() == Kind::kSimulated; }
@@ -363,8 +363,9 @@ TEST_P(ConformanceTest, WrongTypeAndUnknownChannelFailAtSetup) {
   EventLoop* loop = harness_->MakeLoop("node");
   auto wrong = loop->MakeWatcher<Sample>(
       "/test/a", [](Sample::Reader, const MessageContext&) {});
-  EXPECT_EQ(wrong.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(wrong.message()), ::testing::HasSubstr("Scalars"));
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(wrong.status().message()),
+              ::testing::HasSubstr("Scalars"));
   auto missing = loop->MakeSender<Scalars>("/nope");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(missing.status().message()),
@@ -501,7 +502,7 @@ TEST_P(ConformanceTest, TwoNodesTalkThroughAChannel) {
 
 INSTANTIATE_TEST_SUITE_P(AllKinds, ConformanceTest,
                          ::testing::Values(Kind::kSimulated, Kind::kUringFutex,
-                                           Kind::kFutexThread),
+                                           Kind::kFutexWaitv),
                          KindName);
 
 }  // namespace

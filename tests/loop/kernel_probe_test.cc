@@ -77,7 +77,7 @@ TEST(ProbeKernel, ReportsWhatThisKernelOffers) {
   absl::StatusOr<WakeBackendChoice> choice = ChooseWakeBackend(f);
   ASSERT_TRUE(choice.ok()) << choice.status();
   EXPECT_EQ(choice->backend,
-            has_ops ? WakeBackend::kUringFutex : WakeBackend::kFutexThread);
+            has_ops ? WakeBackend::kUringFutex : WakeBackend::kFutexWaitv);
 }
 
 TEST(ProbeKernel, ProbingTwiceGivesTheSameAnswer) {
@@ -160,12 +160,12 @@ TEST(ChooseWakeBackend, ModernKernelUsesOneShotUringFutexWaits) {
   EXPECT_THAT(c->reason, HasSubstr("6.18.44-test"));
 }
 
-TEST(ChooseWakeBackend, OldKernelFallsBackToTheFutexThread) {
+TEST(ChooseWakeBackend, OldKernelFallsBackToTheFutexWaitv) {
   absl::StatusOr<WakeBackendChoice> c = ChooseWakeBackend(Debian12Kernel());
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->backend, WakeBackend::kFutexThread);
+  EXPECT_EQ(c->backend, WakeBackend::kFutexWaitv);
   EXPECT_THAT(c->reason, HasSubstr("6.7"));
-  EXPECT_THAT(c->reason, HasSubstr("eventfd"));
+  EXPECT_THAT(c->reason, HasSubstr("loop thread waits in futex_waitv"));
 }
 
 TEST(ChooseWakeBackend, PersistentWaitsWinWhenAKernelOffersThem) {
@@ -189,15 +189,15 @@ TEST(ChooseWakeBackend, KernelWithoutAnyFutexWaitIsAnErrorNamingTheVersion) {
 
 TEST(ChooseWakeBackend, ForcedBackendIsUsedWhenSupportedAndRefusedOtherwise) {
   absl::StatusOr<WakeBackendChoice> thread =
-      ChooseWakeBackend(ModernKernel(), WakeBackend::kFutexThread);
+      ChooseWakeBackend(ModernKernel(), WakeBackend::kFutexWaitv);
   ASSERT_TRUE(thread.ok()) << thread.status();
-  EXPECT_EQ(thread->backend, WakeBackend::kFutexThread);
+  EXPECT_EQ(thread->backend, WakeBackend::kFutexWaitv);
   EXPECT_THAT(thread->reason, HasSubstr("forced"));
 
   absl::StatusOr<WakeBackendChoice> uring =
       ChooseWakeBackend(Debian12Kernel(), WakeBackend::kUringFutex);
   ASSERT_FALSE(uring.ok());
-  EXPECT_THAT(uring.status().message(), HasSubstr("futex_thread"));
+  EXPECT_THAT(uring.status().message(), HasSubstr("futex_waitv"));
 
   absl::StatusOr<WakeBackendChoice> persistent =
       ChooseWakeBackend(ModernKernel(), WakeBackend::kUringPersistent);
@@ -205,13 +205,32 @@ TEST(ChooseWakeBackend, ForcedBackendIsUsedWhenSupportedAndRefusedOtherwise) {
   EXPECT_THAT(persistent.status().message(), HasSubstr("uring_futex"));
 }
 
-TEST(ChooseWakeBackend, NoIoUringIsAnErrorEvenWhenForced) {
-  KernelFeatures f = ModernKernel();
-  f.io_uring = false;
-  f.io_uring_setup_errno = EPERM;
-  f.io_uring_disabled_sysctl = 2;
-  EXPECT_FALSE(ChooseWakeBackend(f).ok());
-  EXPECT_FALSE(ChooseWakeBackend(f, WakeBackend::kFutexThread).ok());
+TEST(ChooseWakeBackend, IoUringDisabledOrRefusedSelectsTheFallbackAndSaysWhy) {
+  struct Case {
+    int err;
+    std::optional<int> sysctl;
+    const char* cause;
+  };
+  for (const Case& c : {Case{EPERM, 2, "kernel.io_uring_disabled=2"},
+                        Case{EPERM, 0, "seccomp"},
+                        Case{ENOSYS, std::nullopt, "ENOSYS"}}) {
+    KernelFeatures f = ModernKernel();
+    f.io_uring = false;
+    f.op_futex_wait = false;
+    f.io_uring_setup_errno = c.err;
+    f.io_uring_disabled_sysctl = c.sysctl;
+    absl::StatusOr<WakeBackendChoice> choice = ChooseWakeBackend(f);
+    ASSERT_TRUE(choice.ok()) << choice.status();
+    EXPECT_EQ(choice->backend, WakeBackend::kFutexWaitv);
+    EXPECT_THAT(choice->reason, HasSubstr("io_uring is not usable here"));
+    EXPECT_THAT(choice->reason, HasSubstr(c.cause));
+    EXPECT_TRUE(ChooseWakeBackend(f, WakeBackend::kFutexWaitv).ok());
+    // Asking for an io_uring backend there is an error naming the cause.
+    absl::StatusOr<WakeBackendChoice> uring =
+        ChooseWakeBackend(f, WakeBackend::kUringFutex);
+    ASSERT_FALSE(uring.ok());
+    EXPECT_THAT(uring.status().message(), HasSubstr(c.cause));
+  }
 }
 
 TEST(IoUringStatus, DisabledBySysctlSaysHowToEnableIt) {
@@ -247,7 +266,7 @@ TEST(IoUringStatus, UsableIoUringIsOk) {
 
 TEST(WakeBackendName, RoundTripsThroughParse) {
   for (WakeBackend b : {WakeBackend::kUringPersistent, WakeBackend::kUringFutex,
-                        WakeBackend::kFutexThread}) {
+                        WakeBackend::kFutexWaitv}) {
     EXPECT_EQ(ParseWakeBackend(WakeBackendName(b)), std::optional(b));
   }
   EXPECT_EQ(WakeBackendName(WakeBackend::kUringFutex), "uring_futex");

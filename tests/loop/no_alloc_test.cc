@@ -92,7 +92,7 @@ TEST_P(PortNoAllocation, WaitWakesWithoutAllocating) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, PortNoAllocation,
                          ::testing::Values(WakeBackend::kUringFutex,
-                                           WakeBackend::kFutexThread),
+                                           WakeBackend::kFutexWaitv),
                          [](const auto& info) {
                            return std::string(WakeBackendName(info.param));
                          });

@@ -71,13 +71,13 @@ const Config kConfigs[] = {
      false},
     {"UringFutexAutoTwoCpus", WakeBackend::kUringFutex, DeadlineTimer::kAuto,
      false},
-    {"FutexThreadTwoCpus", WakeBackend::kFutexThread, DeadlineTimer::kAuto,
+    {"FutexWaitvTwoCpus", WakeBackend::kFutexWaitv, DeadlineTimer::kAuto,
      false},
     {"UringFutexRingWaitOneCpu", WakeBackend::kUringFutex,
      DeadlineTimer::kRingWait, true},
     {"UringFutexHardOneCpu", WakeBackend::kUringFutex, DeadlineTimer::kHard,
      true},
-    {"FutexThreadOneCpu", WakeBackend::kFutexThread, DeadlineTimer::kAuto,
+    {"FutexWaitvOneCpu", WakeBackend::kFutexWaitv, DeadlineTimer::kAuto,
      true},
 };
 
@@ -204,7 +204,7 @@ class RtWakeTest : public ::testing::TestWithParam<Config> {
                   (*loop)->backend_description().c_str());
     UringEventLoop* l = loop->get();
     int64_t expected = 0;
-    const absl::Status watch = l->MakeWatcher<Scalars>(
+    const absl::StatusOr<WatcherHandle*> watch = l->MakeWatcher<Scalars>(
         "/rt", [&](Scalars::Reader m, const MessageContext& c) {
           if (m.getI64() != expected) board_->out_of_order.fetch_add(1);
           expected = m.getI64() + 1;

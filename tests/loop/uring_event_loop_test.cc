@@ -53,10 +53,11 @@ class UringEventLoopTest : public ::testing::TestWithParam<WakeBackend> {
     ASSERT_TRUE(set.ok()) << set.status();
     channels_ = std::move(*set);
   }
-  std::unique_ptr<UringEventLoop> MakeLoop(int stop_fd = -1) {
+  std::unique_ptr<UringEventLoop> MakeLoop(
+      const StopSignals* stop_signals = nullptr) {
     UringEventLoopOptions o;
     o.port.backend = GetParam();
-    o.stop_fd = stop_fd;
+    o.stop_signals = stop_signals;
     auto loop = UringEventLoop::Create("node", channels_.get(), o);
     EXPECT_TRUE(loop.ok()) << loop.status();
     return loop.ok() ? std::move(*loop) : nullptr;
@@ -184,7 +185,7 @@ TEST_P(UringEventLoopTest, IdleNodeAllocatesNothingAfterStartAndStaysSmall) {
 TEST_P(UringEventLoopTest, StopSignalEndsRunCleanly) {
   auto stop = StopSignals::Install();
   ASSERT_TRUE(stop.ok()) << stop.status();
-  auto loop = MakeLoop((*stop)->fd());
+  auto loop = MakeLoop(stop->get());
   ASSERT_NE(loop, nullptr);
   loop->AddTimer([] { ::kill(::getpid(), SIGTERM); })
       ->Schedule(loop->monotonic_now() + milliseconds(5));
@@ -197,16 +198,16 @@ TEST_P(UringEventLoopTest, StopSignalEndsRunCleanly) {
   EXPECT_TRUE(loop->Run());
   EXPECT_FALSE(late);
   EXPECT_EQ((*stop)->received(), SIGTERM);
-  loop.reset();  // stops watching the fd before StopSignals goes
+  loop.reset();  // stops watching the word before StopSignals goes
 }
 
 std::string BackendName(const ::testing::TestParamInfo<WakeBackend>& info) {
-  return info.param == WakeBackend::kUringFutex ? "UringFutex" : "FutexThread";
+  return info.param == WakeBackend::kUringFutex ? "UringFutex" : "FutexWaitv";
 }
 
 INSTANTIATE_TEST_SUITE_P(EachBackend, UringEventLoopTest,
                          ::testing::Values(WakeBackend::kUringFutex,
-                                           WakeBackend::kFutexThread),
+                                           WakeBackend::kFutexWaitv),
                          BackendName);
 
 }  // namespace

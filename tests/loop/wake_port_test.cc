@@ -22,7 +22,7 @@
 
 #include "gtest/gtest.h"
 #include "loop/clock.h"
-#include "loop/futex_thread_port.h"
+#include "loop/futex_waitv_port.h"
 #include "loop/kernel_probe.h"
 #include "loop/make_wake_port.h"
 #include "loop/uring_futex_port.h"
@@ -62,9 +62,9 @@ const PortConfig kConfigs[] = {
      DeadlineTimer::kHard},
     {"uring_futex_spin", WakeBackend::kUringFutex,
      std::chrono::microseconds(20), DeadlineTimer::kRingWait},
-    {"futex_thread", WakeBackend::kFutexThread, Duration::zero(),
+    {"futex_waitv", WakeBackend::kFutexWaitv, Duration::zero(),
      DeadlineTimer::kAuto},
-    {"futex_thread_spin", WakeBackend::kFutexThread,
+    {"futex_waitv_spin", WakeBackend::kFutexWaitv,
      std::chrono::microseconds(20), DeadlineTimer::kAuto},
 };
 
@@ -228,7 +228,7 @@ void WakePortTest::RunProcessTest(int channels, uint64_t count) {
     ::_exit(PublisherMain(root.options(), channels, count, board,
                           static_cast<uint32_t>(::getpid())));
   }
-  // The port (and a futex_thread helper) only after fork: the child stays a
+  // The port (and a futex_waitv helper) only after fork: the child stays a
   // single-threaded copy.
   std::unique_ptr<WakePort> port = MakePort();
   if (port == nullptr) {
@@ -525,6 +525,13 @@ TEST_P(WakePortTest, ReadableFdIsReported) {
   ASSERT_NE(port, nullptr);
   const int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   ASSERT_GE(fd, 0);
+  if (GetParam().backend == WakeBackend::kFutexWaitv) {
+    // futex_waitv waits on words only, and says so.
+    const absl::Status s = port->WatchFd(fd, 77);
+    EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+    ::close(fd);
+    return;
+  }
   ASSERT_TRUE(port->WatchFd(fd, 77).ok());
   NoSleepHooks hooks;
   const WaitResult quiet =
@@ -578,7 +585,7 @@ TEST(MakeWakePort, DefaultIsTheBestBackendTheKernelOffers) {
   ASSERT_TRUE(port.ok()) << port.status();
   const WakeBackend expected = Features().op_futex_wait
                                    ? WakeBackend::kUringFutex
-                                   : WakeBackend::kFutexThread;
+                                   : WakeBackend::kFutexWaitv;
   EXPECT_EQ((*port)->backend(), expected) << (*port)->description();
 }
 
@@ -606,7 +613,7 @@ TEST(MakeWakePort, UringBackendOnAKernelWithoutFutexOpsIsRefused) {
   const auto fallback = MakeWakePort(WakePortOptions{}, features);
   if (features.futex_waitv_syscall) {
     ASSERT_TRUE(fallback.ok()) << fallback.status();
-    EXPECT_EQ((*fallback)->backend(), WakeBackend::kFutexThread);
+    EXPECT_EQ((*fallback)->backend(), WakeBackend::kFutexWaitv);
   }
 }
 

@@ -334,6 +334,7 @@ TEST_F(ChannelCommandsTest, CleanRemovesStaleKeepsLive) {
   auto stale = MakeChannel("/stale");
   PublishFromDyingChild(stale.get());
   EXPECT_EQ(stale->stats().publishers, 1);  // not yet swept
+  stale.reset();  // an open handle, even a tool's, keeps a channel
   auto live = MakeChannel("/live");
   auto live_pub = transport::RawPublisher::Create(live.get());
   ASSERT_TRUE(live_pub.ok());
@@ -365,6 +366,28 @@ TEST_F(ChannelCommandsTest, CleanRemovesStaleKeepsLive) {
   EXPECT_NE(::access((dir + live_tmp).c_str(), F_OK), -1);
   EXPECT_EQ(::access((dir + dead_tmp).c_str(), F_OK), -1);
   EXPECT_EQ(live->stats().publishers, 1);
+}
+
+TEST_F(ChannelCommandsTest, CleanKeepsAChannelAnUnregisteredProcessHasOpen) {
+  auto open = MakeChannel("/watched");  // no publisher, no pinning reader
+  auto report = CleanInstance(root_.options(), /*dry_run=*/false);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_THAT(FormatCleanReport(*report, false),
+              HasSubstr("/watched: kept: a process has it open"));
+  EXPECT_EQ(shm::Channel::List(root_.options())->size(), 1u);
+}
+
+TEST_F(ChannelCommandsTest, CleanRemovesAFileOfAnotherLayoutNobodyMaps) {
+  const std::string dir = root_.root() + "/test/";
+  ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
+  // What an older tether left: not a channel this build can open.
+  std::ofstream(dir + "%2Fold") << std::string(4096, 'x');
+  auto report = CleanInstance(root_.options(), /*dry_run=*/false,
+                              /*force=*/true);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_THAT(FormatCleanReport(*report, false),
+              HasSubstr("removed /old: cannot open"));
+  EXPECT_EQ(::access((dir + "%2Fold").c_str(), F_OK), -1);
 }
 
 TEST_F(ChannelCommandsTest, CleanRemovesEmptiedInstanceDirectory) {

@@ -94,6 +94,20 @@ inline std::string StackJson(std::initializer_list<std::string> channels,
   return out + "]\n}\n";
 }
 
+// `stack_json` (an object) naming the demo's schema file in its "schemas",
+// as the tether command needs it for demo-typed channels: the file in the
+// runfiles, where tests run -- also the launcher's default working
+// directory, the import root that names the types "examples/demo.capnp:...".
+// The test needs //examples:demo_capnp_schemas in its data.
+inline std::string WithDemoSchema(const std::string& stack_json) {
+  char cwd[4096];
+  const std::string root = ::getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".";
+  const size_t brace = stack_json.find('{');
+  return stack_json.substr(0, brace + 1) + "\"schemas\": [" +
+         JsonQuote(root + "/examples/demo.capnp") + "], " +
+         stack_json.substr(brace + 1);
+}
+
 // A small demo-typed channel.
 inline std::string ImuChannel(const std::string& name) {
   return "{\"name\": " + JsonQuote(name) +

@@ -18,6 +18,7 @@
 #include "tests/shm/shm_test_util.h"
 #include "tests/tools/json_test_parser.h"
 #include "tests/tools/launch_test_util.h"
+#include "tests/util/run_command.h"
 
 extern char** environ;
 
@@ -27,6 +28,7 @@ namespace {
 using std::chrono::milliseconds;
 using testing::FileExists;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::ProcessGone;
 using testing::ReadFile;
 using testing::ShellNode;
@@ -178,11 +180,45 @@ TEST_F(TetherLaunchTest, NodesDieWithASigkilledLauncher) {
   }
 }
 
-TEST_F(TetherLaunchTest, RunsForDurationAndPrefixesOutput) {
+// One launcher per instance, with or without the status channel: the
+// second is refused naming the first, and the lock goes with the first
+// however it ends (here SIGKILL), so the next launch runs.
+TEST_F(TetherLaunchTest, ASecondLauncherOfTheInstanceIsRefusedUntilTheFirstDies) {
   WriteFile(File("stack.json"),
-            StackJson({testing::ImuChannel("/test/imu")},
-                      {ShellNode("hello",
-                                 "echo hi from $TETHER_NODE; exec sleep 30")}));
+            StackJson({}, {ShellNode("a", "exec sleep 30")}));
+  std::vector<std::string> args = {File("stack.json"), "--status-json",
+                                   File("status.json"), "--no-status-channel"};
+  for (const std::string& a : ChannelArgs()) args.push_back(a);
+  Spawn(args);
+  const pid_t first = pid_;
+  ASSERT_EQ(WaitForRunningNodes(1).size(), 1u);
+
+  std::string out;
+  const std::string second = absl::StrCat(
+      TetherPath(), " launch ", File("stack.json"),
+      " --no-status-channel --duration 1 --root ", root_.root(),
+      " --instance test 2>&1");
+  int status = 0;
+  out = ::tether::testing::RunCommand(second, &status);
+  EXPECT_EQ(WEXITSTATUS(status), 1) << out;
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("another launcher (pid ", first,
+                                          ") is running stack instance "
+                                          "\"test\"")));
+  EXPECT_THAT(out, Not(HasSubstr("created")));
+
+  ASSERT_EQ(::kill(first, SIGKILL), 0);
+  EXPECT_EQ(Wait(kGenerous), 128 + SIGKILL);
+  out = ::tether::testing::RunCommand(second, &status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << out;
+  EXPECT_THAT(out, HasSubstr("--duration 1.00 s is over"));
+}
+
+TEST_F(TetherLaunchTest, RunsForDurationAndPrefixesOutput) {
+  WriteFile(
+      File("stack.json"),
+      testing::WithDemoSchema(StackJson(
+          {testing::ImuChannel("/test/imu")},
+          {ShellNode("hello", "echo hi from $TETHER_NODE; exec sleep 30")})));
   std::vector<std::string> args = {File("stack.json"), "--duration", "0.5"};
   for (const std::string& a : ChannelArgs()) args.push_back(a);
   EXPECT_EQ(Run(args), 0) << ReadFile(File("err"));
@@ -191,6 +227,27 @@ TEST_F(TetherLaunchTest, RunsForDurationAndPrefixesOutput) {
   EXPECT_THAT(out, HasSubstr("[hello] hi from hello\n"));
   EXPECT_THAT(out, HasSubstr("--duration 0.50 s is over"));
   EXPECT_THAT(out, HasSubstr("hello  stopped"));
+}
+
+TEST_F(TetherLaunchTest, UnknownTypesGetAHintAndSchemasAddThem) {
+  WriteFile(File("stack.json"), StackJson({testing::ImuChannel("/test/imu")},
+                                          {ShellNode("n", "exec sleep 30")}));
+  std::vector<std::string> args = {File("stack.json"), "--duration", "0.2"};
+  for (const std::string& a : ChannelArgs()) args.push_back(a);
+  EXPECT_EQ(Run(args), 1);
+  const std::string err = ReadFile(File("err"));
+  EXPECT_THAT(err,
+              HasSubstr("channels[0].type: \"examples/demo.capnp:ImuSample\""));
+  EXPECT_THAT(err, HasSubstr("the launcher knows these types: tools/launcher_status.capnp:LauncherStatus;"));
+  EXPECT_THAT(err, HasSubstr("--schemas FILE"));
+  EXPECT_FALSE(FileExists(root_.root() + "/test"));
+
+  char cwd[4096];
+  ASSERT_NE(::getcwd(cwd, sizeof(cwd)), nullptr);
+  args.push_back("--schemas");
+  args.push_back(std::string(cwd) + "/examples/demo.capnp");
+  EXPECT_EQ(Run(args), 0) << ReadFile(File("err"));
+  EXPECT_THAT(ReadFile(File("out")), HasSubstr("created 1 channel"));
 }
 
 TEST_F(TetherLaunchTest, HelpBadConfigAndBadOptions) {
@@ -206,10 +263,10 @@ TEST_F(TetherLaunchTest, HelpBadConfigAndBadOptions) {
   const std::string marker = File("started");
   WriteFile(
       File("bad.json"),
-      StackJson(
+      testing::WithDemoSchema(StackJson(
           {R"({"name": "/test/imu", "type": "examples/demo.capnp:ImuSample",
                           "maxSize": 256, "queueDepth": 100})"},
-          {ShellNode("n", "touch '" + marker + "'")}));
+          {ShellNode("n", "touch '" + marker + "'")})));
   std::vector<std::string> args = {File("bad.json")};
   for (const std::string& a : ChannelArgs()) args.push_back(a);
   EXPECT_EQ(Run(args), 1);
@@ -217,6 +274,7 @@ TEST_F(TetherLaunchTest, HelpBadConfigAndBadOptions) {
   EXPECT_THAT(err, HasSubstr("tether launch: "));
   EXPECT_THAT(err, HasSubstr("bad.json:"));
   EXPECT_THAT(err, HasSubstr("queueDepth"));
+  EXPECT_THAT(err, Not(HasSubstr("ImuSample")));  // The type is known.
   EXPECT_FALSE(FileExists(marker));
   EXPECT_FALSE(FileExists(root_.root() + "/test"));
 

@@ -2,8 +2,9 @@
 // before nodes start, nodes get their env and prefixed output, startAfter
 // order and reverse-order shutdown, restarts with backoff, giving up on a
 // crashing node while the rest runs, config errors start nothing, required
-// vs best-effort real-time settings, status as JSON and on a channel, schema
-// files as an extension point.
+// vs best-effort real-time settings, status as JSON and on a channel, message
+// types from the stack's schema files, --schemas files and existing
+// channels, with a hint when a type is unknown.
 #include "tools/launcher.h"
 
 #include <signal.h>
@@ -25,12 +26,12 @@
 #include <vector>
 
 #include "examples/demo.capnp.h"
+#include "examples/demo_schemas.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/shm/shm_test_util.h"
 #include "tests/tools/json_test_parser.h"
 #include "tests/tools/launch_test_util.h"
-#include "tools/builtin_schemas.h"
 #include "tools/launcher_status.capnp.h"
 #include "transport/channel_handle.h"
 #include "transport/schema_registry.h"
@@ -65,10 +66,18 @@ bool NodeIs(const StackStatus& status, const std::string& name,
   return n != nullptr && n->state == state;
 }
 
-std::unique_ptr<transport::SchemaRegistry> Builtins() {
+// The demo's types compiled in, as a program embedding the launcher would
+// pass them (the tether command passes none: see StackSchemas... below).
+std::unique_ptr<transport::SchemaRegistry> DemoTypes() {
   auto schemas = std::make_unique<transport::SchemaRegistry>();
-  RegisterBuiltinSchemas(*schemas);
+  examples::RegisterDemoSchemas(schemas.get());
   return schemas;
+}
+
+// The test runs in the runfiles root, the workspace root of the schemas.
+std::string RunfilesRoot() {
+  char cwd[4096];
+  return ::getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".";
 }
 
 // Runs a launcher on its own thread (which then is the nodes' parent
@@ -155,7 +164,7 @@ class LauncherTest : public ::testing::Test {
 
   absl::StatusOr<std::unique_ptr<Launcher>> Create(
       LaunchOptions options,
-      std::unique_ptr<transport::SchemaRegistry> schemas = Builtins()) {
+      std::unique_ptr<transport::SchemaRegistry> schemas = DemoTypes()) {
     return Launcher::Create(std::move(options), std::move(schemas), out_, err_);
   }
 
@@ -362,6 +371,8 @@ TEST_F(LauncherTest, InvalidConfigIsReportedAndNothingStarts) {
   EXPECT_THAT(launcher.status().message(), HasSubstr("stack.json"));
   EXPECT_THAT(launcher.status().message(), HasSubstr("queueDepth"));
   EXPECT_THAT(launcher.status().message(), HasSubstr("power of two"));
+  // The types hint is for unknown types only.
+  EXPECT_THAT(launcher.status().message(), Not(HasSubstr("knows these types")));
   EXPECT_FALSE(FileExists(marker));
   EXPECT_FALSE(FileExists(shm::Channel::PathFor(root_.options(), "/test/imu")));
 }
@@ -593,10 +604,11 @@ TEST_F(LauncherTest, PublishesStatusAsJsonAndOnTheStatusChannel) {
   // first over the nodes' channels.
   std::ostringstream out2, err2;
   absl::StatusOr<std::unique_ptr<Launcher>> second =
-      Launcher::Create(options, Builtins(), out2, err2);
+      Launcher::Create(options, DemoTypes(), out2, err2);
   ASSERT_FALSE(second.ok());
   EXPECT_THAT(second.status().message(),
-              HasSubstr("another launcher is running stack instance \"test\""));
+              HasSubstr(absl::StrCat("another launcher (pid ", ::getpid(),
+                                     ") is running stack instance \"test\"")));
 
   running->Stop();
   json = test::ParseJson(testing::ReadFile(options.status_json_path));
@@ -653,6 +665,67 @@ TEST_F(LauncherTest, SchemaFilesAddTypesTheLauncherDoesNotLink) {
       Create(std::move(bad), imu_only());
   ASSERT_FALSE(missing.ok());
   EXPECT_THAT(missing.status().message(), HasSubstr("missing.schema"));
+}
+
+TEST_F(LauncherTest, StackSchemasGiveTheTypesAndNodesOpenWithCompiledOnes) {
+  // No compiled-in types at all (as `tether launch`): the stack names the
+  // .capnp file, parsed with the working directory as workspace root.
+  LaunchOptions options = Options(
+      R"({"schemas": [")" + RunfilesRoot() + R"(/examples/demo.capnp"],
+          "channels": [)" +
+      ImuChannel("/test/imu") + "], \"nodes\": [" +
+      ShellNode("n", "exec sleep 30") + "]}");
+  options.working_directory = RunfilesRoot();
+  absl::StatusOr<std::unique_ptr<Launcher>> launcher =
+      Create(options, std::make_unique<transport::SchemaRegistry>());
+  ASSERT_TRUE(launcher.ok()) << launcher.status();
+
+  // A node opens the channel with its compiled type, as ChannelSet does:
+  // the channel's metadata (type, schema bytes) must be the same.
+  transport::SchemaRegistry compiled;
+  compiled.Register<ImuSample>();
+  absl::StatusOr<transport::StackConfig> stack = transport::LoadStackConfig(
+      options.stack_path, compiled.known_types());
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  absl::StatusOr<std::unique_ptr<transport::ChannelHandle>> opened =
+      transport::ChannelHandle::Create(root_.options(), stack->channels()[0],
+                                       compiled);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ((*opened)->type_name(), "examples/demo.capnp:ImuSample");
+  EXPECT_TRUE(transport::Publisher<ImuSample>::Create(opened->get()).ok());
+}
+
+TEST_F(LauncherTest, ExistingChannelsTeachTheirTypes) {
+  // A channel left by an earlier run carries its type's schema.
+  transport::SchemaRegistry compiled;
+  compiled.Register<JointState>();
+  const std::string joints = R"({"name": "/test/joints",
+      "type": "examples/demo.capnp:JointState", "maxSize": 512,
+      "queueDepth": 4})";
+  absl::StatusOr<transport::StackConfig> earlier = transport::ParseStackConfig(
+      R"({"channels": [)" + joints + "]}", "<earlier run>",
+      compiled.known_types());
+  ASSERT_TRUE(earlier.ok()) << earlier.status();
+  ASSERT_TRUE(transport::ChannelHandle::Create(
+                  root_.options(), earlier->channels()[0], compiled)
+                  .ok());
+  absl::StatusOr<std::unique_ptr<Launcher>> launcher =
+      Create(Options(StackJson({joints}, {ShellNode("n", "exit 0")})),
+             std::make_unique<transport::SchemaRegistry>());
+  EXPECT_TRUE(launcher.ok()) << launcher.status();
+}
+
+TEST_F(LauncherTest, UnreadableStackSchemaIsReportedAtItsEntry) {
+  absl::StatusOr<std::unique_ptr<Launcher>> launcher =
+      Create(Options(R"({"schemas": ["msgs/missing.capnp"], "channels": [)" +
+                     ImuChannel("/test/imu") + "]}"),
+             std::make_unique<transport::SchemaRegistry>());
+  ASSERT_FALSE(launcher.ok());
+  EXPECT_TRUE(absl::IsNotFound(launcher.status())) << launcher.status();
+  EXPECT_THAT(launcher.status().message(),
+              HasSubstr("stack.json:1: schemas[0]: schema file " + dir_ +
+                        "/msgs/missing.capnp: cannot read it"));
+  EXPECT_FALSE(FileExists(shm::Channel::PathFor(root_.options(), "/test/imu")));
 }
 
 TEST_F(LauncherTest, StackMayNotDeclareTheStatusChannel) {

@@ -75,7 +75,7 @@ TEST(TetherBinary, DoctorJsonPassesOnThisMachineWithTheExpectedKeys) {
   const bool futex_ops = *version >= loop::KernelVersion{6, 7, 0};
   EXPECT_EQ(json->Find("kernel")->Find("op_futex_wait")->boolean, futex_ops);
   EXPECT_EQ(json->Find("wake_backend")->string,
-            futex_ops ? "uring_futex" : "futex_thread");
+            futex_ops ? "uring_futex" : "futex_waitv");
 
   const std::set<std::string> verdicts = {"OK", "WARN", "FAIL"};
   std::set<std::string> ids;

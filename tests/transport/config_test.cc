@@ -15,6 +15,7 @@
 #include "capnp/message.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/util/test_dir.h"
 
 namespace tether::transport {
 namespace {
@@ -33,19 +34,7 @@ KnownTypes TestTypes() {
 }
 
 // A fresh directory under TEST_TMPDIR for the running test.
-fs::path TestDir() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const ::testing::TestInfo* info =
-      ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string name = std::string(info->test_suite_name()) + "." + info->name();
-  for (char& c : name) {
-    if (c == '/') c = '_';
-  }
-  fs::path dir = fs::path(tmp != nullptr ? tmp : "/tmp") / "config_test" / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path TestDir() { return tether::testing::FreshTestDir(); }
 
 void WriteFile(const fs::path& path, const std::string& text) {
   fs::create_directories(path.parent_path());
@@ -124,6 +113,10 @@ std::vector<BadConfig> BadConfigs() {
        {{"stack.json", Stack({Channel("robot//x")})}},
        {"channels[0].name: \"robot//x\" is not a channel name",
         "like \"/robot/joint_state\""}},
+      {"ChannelNameTooLongForAFile",
+       {{"stack.json", Stack({Channel("/" + std::string(260, 'x'))})}},
+       {"channels[0].name: channel name \"/xxxx", "is too long: its file "
+        "name is 263 bytes ('/' is written %2F), at most 200 fit"}},
       {"UnknownType",
        {{"stack.json",
          Stack(
@@ -463,6 +456,60 @@ TEST(LoadStackConfig, IncludesMergeOnceEachRelativeToTheIncludingFile) {
   EXPECT_THAT(config->node_origin(0).file, HasSubstr("sub/b.json"));
   EXPECT_EQ(config->stack().getIncludes().size(), 0u);
   EXPECT_THAT(config->warnings(), IsEmpty());
+}
+
+TEST(LoadStackConfig, SchemaFilesAreRelativeToTheFileNamingThemAndListedOnce) {
+  const fs::path dir = TestDir();
+  WriteFile(dir / "stack.json",
+            Stack({Channel("/top")}, {},
+                  R"("includes": ["sub/b.json"],
+"schemas": ["msgs/top.capnp", "sub/../shared.capnp"])"));
+  WriteFile(dir / "sub/b.json",
+            Stack({Channel("/b")}, {},
+                  R"("schemas": ["b.capnp", "../shared.capnp"])"));
+  absl::StatusOr<std::vector<StackSchemaFile>> files =
+      ListStackSchemaFiles(dir / "stack.json");
+  ASSERT_TRUE(files.ok()) << files.status();
+  std::vector<std::string> paths;
+  for (const StackSchemaFile& f : *files) paths.push_back(f.path.string());
+  // Included files' first; shared.capnp (named by both) once.
+  EXPECT_THAT(paths, ElementsAre((dir / "sub/b.capnp").string(),
+                                 (dir / "shared.capnp").string(),
+                                 (dir / "msgs/top.capnp").string()));
+  EXPECT_THAT((*files)[0].origin, HasSubstr("sub/b.json:6: schemas[0]"));
+  EXPECT_THAT((*files)[2].origin, HasSubstr("stack.json:7: schemas[0]"));
+
+  // The loaded stack carries the same list; the files need not exist for
+  // loading (they are parsed by whoever needs the types).
+  absl::StatusOr<StackConfig> config =
+      LoadStackConfig(dir / "stack.json", TestTypes());
+  ASSERT_TRUE(config.ok()) << config.status();
+  std::vector<std::string> merged;
+  for (auto s : config->stack().getSchemas()) merged.emplace_back(s.cStr());
+  EXPECT_EQ(merged, paths);
+}
+
+TEST(ListStackSchemaFiles, ReportsUnreadableOrMalformedStacksAsLoadingWould) {
+  const fs::path dir = TestDir();
+  EXPECT_TRUE(absl::IsNotFound(
+      ListStackSchemaFiles(dir / "missing.json").status()));
+  WriteFile(dir / "stack.json", "{\"schemas\": [\"a.capnp\",]}");
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      ListStackSchemaFiles(dir / "stack.json").status()));
+  WriteFile(dir / "stack.json", R"({"schemas": [""], "channels": []})");
+  absl::StatusOr<std::vector<StackSchemaFile>> empty =
+      ListStackSchemaFiles(dir / "stack.json");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_THAT(std::string(empty.status().message()),
+              HasSubstr("schemas[0]: empty path"));
+  // Problems the loader finds later (an unknown type) do not hide them.
+  WriteFile(dir / "stack.json",
+            R"({"schemas": ["x.capnp"], "channels": [{"name": "/a",
+                "type": "nowhere.capnp:X", "maxSize": 64, "queueDepth": 4}]})");
+  absl::StatusOr<std::vector<StackSchemaFile>> listed =
+      ListStackSchemaFiles(dir / "stack.json");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_THAT(*listed, SizeIs(1));
 }
 
 TEST(LoadStackConfig, ErrorsInIncludedFilesNameThatFileAndLine) {

@@ -1,0 +1,32 @@
+// ros_bridge: BridgeOptions from a JSON config file (bridge_config.capnp)
+// and from command-line pair/prefix specs. ROS-independent.
+#ifndef TETHER_ROS_BRIDGE_BRIDGE_CONFIG_H_
+#define TETHER_ROS_BRIDGE_BRIDGE_CONFIG_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "ros_bridge/bridge_options.h"
+
+namespace tether::ros_bridge {
+
+// Reads `path` into `options` (fields the file sets replace the ones there;
+// pairs and prefixes are appended). Errors name the file and the field, and
+// say what would be valid. Setup.
+absl::Status LoadBridgeConfig(const std::string& path, BridgeOptions* options);
+
+// "ROS=CHANNEL[,dir=both|to-tether|to-ros][,type=pkg/Name][,latch]
+//  [,max_size=BYTES][,depth=N]" (CHANNEL empty: the ROS name). Appends to
+// options->pairs or says what is wrong.
+absl::Status AddPairSpec(const std::string& spec, BridgeOptions* options);
+// "ROS_PREFIX=TETHER_PREFIX[,dir=...]".
+absl::Status AddPrefixSpec(const std::string& spec, BridgeOptions* options);
+
+// Where a node finds its channels: $TETHER_ROOT and $TETHER_INSTANCE (the
+// launcher sets them), else the defaults. For main() only (reads the
+// environment).
+shm::ChannelOptions ChannelOptionsFromEnvironment();
+
+}  // namespace tether::ros_bridge
+
+#endif  // TETHER_ROS_BRIDGE_BRIDGE_CONFIG_H_

@@ -1,0 +1,357 @@
+#include "tools/doctor_checks.h"
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+
+namespace tether::tools {
+namespace {
+
+std::string FormatBytes(uint64_t bytes) {
+  if (bytes == kUnlimited) return "unlimited";
+  char buf[32];
+  constexpr uint64_t kKiB = 1024, kMiB = kKiB << 10, kGiB = kMiB << 10;
+  if (bytes >= kGiB) {
+    std::snprintf(buf, sizeof(buf), "%.1f GiB", double(bytes) / double(kGiB));
+  } else if (bytes >= kMiB) {
+    std::snprintf(buf, sizeof(buf), "%.1f MiB", double(bytes) / double(kMiB));
+  } else if (bytes >= kKiB) {
+    std::snprintf(buf, sizeof(buf), "%.1f KiB", double(bytes) / double(kKiB));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%" PRIu64 " bytes", bytes);
+  }
+  return buf;
+}
+
+std::string FormatLimit(uint64_t value) {
+  return value == kUnlimited ? "unlimited" : std::to_string(value);
+}
+
+std::string FormatCpuList(const std::vector<int>& cpus) {
+  std::string out;
+  for (size_t i = 0; i < cpus.size();) {
+    size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+    if (!out.empty()) out += ",";
+    out += std::to_string(cpus[i]);
+    if (j > i) out += "-" + std::to_string(cpus[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+bool HasCap(const DoctorInputs& in, int cap) {
+  return in.cap_effective.has_value() && HasCapability(*in.cap_effective, cap);
+}
+
+std::string UserOrPlaceholder(const DoctorInputs& in) {
+  return in.user.empty() ? "<user>" : in.user;
+}
+
+std::string Release(const DoctorInputs& in) { return KernelReleaseText(in); }
+
+CheckResult Result(std::string id, std::string title, Verdict verdict,
+                   std::string detail, std::string fix = "") {
+  return CheckResult{std::move(id), std::move(title), verdict,
+                     std::move(detail), std::move(fix)};
+}
+
+CheckResult CheckIoUring(const DoctorInputs& in) {
+  const loop::KernelFeatures& k = in.kernel;
+  const std::string title = "io_uring enabled";
+  if (!k.io_uring) {
+    std::string fix;
+    const int sysctl = k.io_uring_disabled_sysctl.value_or(0);
+    if (sysctl == 2) {
+      fix =
+          "sysctl -w kernel.io_uring_disabled=0, and put "
+          "'kernel.io_uring_disabled = 0' in /etc/sysctl.d/99-tether.conf";
+    } else if (sysctl == 1) {
+      fix = "add " + UserOrPlaceholder(in) +
+            " to the group whose id is in /proc/sys/kernel/io_uring_group, "
+            "or sysctl -w kernel.io_uring_disabled=0";
+    } else if (k.io_uring_setup_errno == ENOMEM) {
+      fix = "raise RLIMIT_MEMLOCK ('" + UserOrPlaceholder(in) +
+            " - memlock unlimited' in /etc/security/limits.conf)";
+    } else {
+      fix =
+          "allow io_uring_setup, io_uring_enter and io_uring_register in "
+          "the seccomp profile (container runtime), or boot a kernel built "
+          "with CONFIG_IO_URING";
+    }
+    return Result("io_uring", title, Verdict::kFail,
+                  std::string(loop::IoUringStatus(k).message()), fix);
+  }
+  if (k.io_uring_disabled_sysctl == 1) {
+    return Result(
+        "io_uring", title, Verdict::kWarn,
+        "io_uring works for this process, but kernel.io_uring_disabled=1 "
+        "limits it to root (CAP_SYS_ADMIN) and kernel.io_uring_group: nodes "
+        "running as other users cannot create rings",
+        "sysctl -w kernel.io_uring_disabled=0, or add the node users to the "
+        "group in /proc/sys/kernel/io_uring_group");
+  }
+  std::string detail = "io_uring_setup works";
+  if (k.io_uring_disabled_sysctl.has_value()) {
+    detail += " (kernel.io_uring_disabled=" +
+              std::to_string(*k.io_uring_disabled_sysctl) + ")";
+  }
+  return Result("io_uring", title, Verdict::kOk, detail);
+}
+
+CheckResult CheckFutexOps(const DoctorInputs& in) {
+  const loop::KernelFeatures& k = in.kernel;
+  const std::string title = "io_uring futex ops (Linux >= 6.7)";
+  if (!k.io_uring) {
+    return Result("io_uring_futex", title, Verdict::kFail,
+                  "not probed: io_uring is unavailable",
+                  "fix the io_uring check first");
+  }
+  if (k.op_futex_wait && k.op_futex_wake) {
+    return Result("io_uring_futex", title, Verdict::kOk,
+                  std::string("FUTEX_WAIT and FUTEX_WAKE supported") +
+                      (k.op_futex_waitv ? ", FUTEX_WAITV too" : ""));
+  }
+  return Result(
+      "io_uring_futex", title, Verdict::kWarn,
+      "kernel " + Release(in) +
+          " lacks IORING_OP_FUTEX_WAIT: loops fall back to a futex_waitv "
+          "thread (one more thread hop per wake)",
+      "boot Linux >= 6.7 (Debian 12: linux-image-amd64 or "
+      "linux-image-rt-amd64 from bookworm-backports)");
+}
+
+CheckResult CheckRingSetup(const DoctorInputs& in) {
+  const loop::KernelFeatures& k = in.kernel;
+  const std::string title =
+      "ring setup (SINGLE_ISSUER, DEFER_TASKRUN, registered ring fd)";
+  if (!k.io_uring) {
+    return Result("ring_setup", title, Verdict::kFail,
+                  "not probed: io_uring is unavailable",
+                  "fix the io_uring check first");
+  }
+  std::string missing;
+  const auto note = [&](bool ok, const char* what) {
+    if (ok) return;
+    if (!missing.empty()) missing += ", ";
+    missing += what;
+  };
+  note(k.setup_single_issuer, "SINGLE_ISSUER (6.0)");
+  note(k.setup_defer_taskrun, "DEFER_TASKRUN (6.1)");
+  note(k.register_ring_fd, "registered ring fd (5.18)");
+  if (missing.empty()) {
+    return Result("ring_setup", title, Verdict::kOk,
+                  "all accepted: completions run in the loop thread only");
+  }
+  return Result("ring_setup", title, Verdict::kWarn,
+                "not accepted: " + missing +
+                    "; loops run without them (more task-work interrupts)",
+                "boot Linux >= 6.1");
+}
+
+CheckResult CheckWakeBackend(const DoctorInputs& in) {
+  const std::string title = "wake backend";
+  absl::StatusOr<loop::WakeBackendChoice> choice =
+      loop::ChooseWakeBackend(in.kernel);
+  if (!choice.ok()) {
+    return Result("wake_backend", title, Verdict::kFail,
+                  std::string(choice.status().message()),
+                  "see the io_uring checks above");
+  }
+  return Result("wake_backend", title, Verdict::kOk,
+                std::string(loop::WakeBackendName(choice->backend)) + ": " +
+                    choice->reason);
+}
+
+CheckResult CheckPreemptRt(const DoctorInputs& in) {
+  const std::string title = "real-time kernel (PREEMPT_RT)";
+  if (in.kernel.preempt_rt) {
+    return Result("preempt_rt", title, Verdict::kOk,
+                  "kernel " + Release(in) + " is PREEMPT_RT");
+  }
+  return Result(
+      "preempt_rt", title, Verdict::kWarn,
+      "kernel " + Release(in) + " is not PREEMPT_RT (" +
+          in.kernel.kernel_build +
+          "): wake-up and scheduling latency are not bounded; expect "
+          "occasional millisecond jitter under load",
+      "Debian: apt-get install linux-image-rt-amd64, reboot into it (uname "
+      "-v then says PREEMPT_RT). Debian 12's RT kernel is 6.1, which lacks "
+      "io_uring futex ops; bookworm-backports has a newer one");
+}
+
+CheckResult CheckRtprio(const DoctorInputs& in) {
+  const std::string title = "real-time priority (RLIMIT_RTPRIO, CAP_SYS_NICE)";
+  const std::string limits_fix =
+      "add '" + UserOrPlaceholder(in) +
+      " - rtprio 99' to /etc/security/limits.d/tether.conf and log in again "
+      "(systemd services: LimitRTPRIO=99), or grant CAP_SYS_NICE";
+  const std::string soft =
+      in.rtprio ? FormatLimit(in.rtprio->soft) : std::string("unknown");
+  if (HasCap(in, kCapSysNice)) {
+    return Result("rtprio", title, Verdict::kOk,
+                  "CAP_SYS_NICE: SCHED_FIFO at any priority (the RLIMIT_RTPRIO "
+                  "soft limit, " +
+                      soft + ", does not apply)");
+  }
+  if (!in.rtprio.has_value()) {
+    return Result("rtprio", title, Verdict::kWarn,
+                  "could not read RLIMIT_RTPRIO from /proc/self/limits",
+                  limits_fix);
+  }
+  if (in.rtprio->soft == 0) {
+    return Result("rtprio", title, Verdict::kWarn,
+                  "RLIMIT_RTPRIO is 0 and no CAP_SYS_NICE: real-time nodes "
+                  "cannot switch to SCHED_FIFO",
+                  limits_fix);
+  }
+  return Result("rtprio", title, Verdict::kOk,
+                "RLIMIT_RTPRIO allows SCHED_FIFO up to priority " + soft);
+}
+
+CheckResult CheckMemlock(const DoctorInputs& in) {
+  const std::string title = "locked memory (RLIMIT_MEMLOCK, CAP_IPC_LOCK)";
+  const std::string soft =
+      in.memlock ? FormatBytes(in.memlock->soft) : std::string("unknown");
+  if (HasCap(in, kCapIpcLock)) {
+    return Result("memlock", title, Verdict::kOk,
+                  "CAP_IPC_LOCK: mlockall is not limited (the RLIMIT_MEMLOCK "
+                  "soft limit, " +
+                      soft + ", does not apply)");
+  }
+  const std::string fix =
+      "add '" + UserOrPlaceholder(in) +
+      " - memlock unlimited' to /etc/security/limits.d/tether.conf and log "
+      "in again (systemd services: LimitMEMLOCK=infinity), or grant "
+      "CAP_IPC_LOCK";
+  if (!in.memlock.has_value()) {
+    return Result("memlock", title, Verdict::kWarn,
+                  "could not read RLIMIT_MEMLOCK from /proc/self/limits", fix);
+  }
+  if (in.memlock->soft < kMinMemlockBytes) {
+    return Result("memlock", title, Verdict::kWarn,
+                  "RLIMIT_MEMLOCK is " + soft +
+                      " and no CAP_IPC_LOCK: mlockall() in a real-time node "
+                      "fails once its memory and mapped channels exceed that",
+                  fix);
+  }
+  return Result("memlock", title, Verdict::kOk, "RLIMIT_MEMLOCK is " + soft);
+}
+
+CheckResult CheckShm(const DoctorInputs& in) {
+  const ShmFacts& s = in.shm;
+  const std::string title = s.path + " (channel files)";
+  if (!s.exists) {
+    return Result("dev_shm", title, Verdict::kFail,
+                  s.path + " does not exist: channels cannot be created",
+                  "mount -t tmpfs -o mode=1777 tmpfs " + s.path +
+                      " (and add it to /etc/fstab)");
+  }
+  if (!s.writable) {
+    return Result("dev_shm", title, Verdict::kFail,
+                  s.path + " is not writable by this user",
+                  "chmod 1777 " + s.path);
+  }
+  const std::string sizes =
+      FormatBytes(s.size_bytes) + ", " + FormatBytes(s.free_bytes) + " free";
+  if (!s.tmpfs) {
+    return Result("dev_shm", title, Verdict::kWarn,
+                  s.path + " is not a tmpfs (" + sizes +
+                      "): channel pages may be written back to disk",
+                  "mount -t tmpfs -o mode=1777 tmpfs " + s.path);
+  }
+  if (s.free_bytes < kMinShmFreeBytes) {
+    return Result(
+        "dev_shm", title, Verdict::kWarn,
+        "tmpfs, " + sizes + ": channels are sized up front and may not fit",
+        "mount -o remount,size=2G " + s.path +
+            ", or remove stale channel files under " + s.path + "/tether");
+  }
+  return Result("dev_shm", title, Verdict::kOk, "tmpfs, " + sizes);
+}
+
+CheckResult CheckCpus(const DoctorInputs& in) {
+  const std::string title = "CPUs and isolation";
+  const std::string count = in.online_cpus > 0
+                                ? std::to_string(in.online_cpus) + " online"
+                                : std::string("online count unknown");
+  if (!in.isolated_cpus.empty()) {
+    return Result("cpus", title, Verdict::kOk,
+                  count + "; isolated: " + FormatCpuList(in.isolated_cpus) +
+                      " (pin real-time nodes there)");
+  }
+  if (in.online_cpus == 1) {
+    return Result("cpus", title, Verdict::kOk,
+                  count + "; none isolated (one CPU: nothing to isolate)");
+  }
+  const std::string last =
+      in.online_cpus > 1 ? std::to_string(in.online_cpus - 1) : "N";
+  return Result(
+      "cpus", title, Verdict::kWarn,
+      count +
+          "; none isolated: real-time nodes share CPUs with everything "
+          "else",
+      "add 'isolcpus=" + last + " nohz_full=" + last + " rcu_nocbs=" + last +
+          "' to GRUB_CMDLINE_LINUX in /etc/default/grub, run update-grub, "
+          "reboot, and pin real-time nodes to those CPUs in the stack config");
+}
+
+CheckResult CheckGovernor(const DoctorInputs& in) {
+  const std::string title = "CPU frequency governor";
+  if (in.governors.empty()) {
+    return Result("cpu_governor", title, Verdict::kOk,
+                  "no cpufreq interface (a VM, or frequency fixed by "
+                  "firmware)");
+  }
+  std::vector<int> slow;
+  std::string names;
+  for (const auto& [cpu, governor] : in.governors) {
+    if (governor != "performance") {
+      slow.push_back(cpu);
+      if (names.find(governor) == std::string::npos) {
+        names += (names.empty() ? "" : ", ") + governor;
+      }
+    }
+  }
+  if (slow.empty()) {
+    return Result("cpu_governor", title, Verdict::kOk,
+                  "performance on every CPU");
+  }
+  return Result("cpu_governor", title, Verdict::kWarn,
+                "CPUs " + FormatCpuList(slow) + " use " + names +
+                    ": frequency changes add wake-up latency",
+                "cpupower frequency-set -g performance (Debian package "
+                "linux-cpupower)");
+}
+
+}  // namespace
+
+std::string_view VerdictName(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::kOk:
+      return "OK";
+    case Verdict::kWarn:
+      return "WARN";
+    case Verdict::kFail:
+      return "FAIL";
+  }
+  return "FAIL";
+}
+
+std::vector<CheckResult> RunDoctorChecks(const DoctorInputs& inputs) {
+  return {
+      CheckIoUring(inputs),     CheckFutexOps(inputs),  CheckRingSetup(inputs),
+      CheckWakeBackend(inputs), CheckPreemptRt(inputs), CheckRtprio(inputs),
+      CheckMemlock(inputs),     CheckShm(inputs),       CheckCpus(inputs),
+      CheckGovernor(inputs),
+  };
+}
+
+bool AnyFailed(const std::vector<CheckResult>& results) {
+  for (const CheckResult& r : results) {
+    if (r.verdict == Verdict::kFail) return true;
+  }
+  return false;
+}
+
+}  // namespace tether::tools

@@ -1,0 +1,77 @@
+// tools: the facts `tether doctor` judges (tools/doctor_checks.h): kernel
+// features, resource limits, capabilities, /dev/shm and CPUs, gathered from
+// injectable /proc, /sys and shm paths so tests can use a fake tree.
+#ifndef TETHER_TOOLS_DOCTOR_INPUTS_H_
+#define TETHER_TOOLS_DOCTOR_INPUTS_H_
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "loop/kernel_probe.h"
+
+namespace tether::tools {
+
+// Where the facts come from. Tests point these at a fake tree.
+struct DoctorOptions {
+  // Reads <proc_root>/self/status (CapEff), <proc_root>/self/limits and
+  // <proc_root>/sys/kernel/io_uring_disabled.
+  std::string proc_root = "/proc";
+  // Reads <sys_root>/kernel/realtime and <sys_root>/devices/system/cpu/
+  // {online,isolated,cpuN/cpufreq/scaling_governor}.
+  std::string sys_root = "/sys";
+  // The directory channels live under (statvfs, access).
+  std::string shm_path = "/dev/shm";
+};
+
+inline constexpr uint64_t kUnlimited = std::numeric_limits<uint64_t>::max();
+
+// A soft/hard resource limit as /proc/self/limits shows it.
+struct ResourceLimit {
+  uint64_t soft = 0;  // kUnlimited for "unlimited".
+  uint64_t hard = 0;
+};
+
+struct ShmFacts {
+  std::string path;
+  bool exists = false;  // A directory.
+  bool writable = false;
+  bool tmpfs = false;
+  uint64_t size_bytes = 0;
+  uint64_t free_bytes = 0;  // Available to this (unprivileged) user.
+};
+
+// Everything the checks judge. Plain data: tests build it by hand.
+struct DoctorInputs {
+  loop::KernelFeatures kernel;
+  std::optional<ResourceLimit> rtprio;
+  std::optional<ResourceLimit> memlock;
+  std::optional<uint64_t> cap_effective;  // nullopt if unreadable.
+  std::string user;                       // For the limits.conf fix.
+  ShmFacts shm;
+  int online_cpus = 0;             // 0 if unknown.
+  std::vector<int> isolated_cpus;  // From .../cpu/isolated; empty if none.
+  // "cpuN: governor" for each online CPU with cpufreq; empty without cpufreq.
+  std::vector<std::pair<int, std::string>> governors;
+};
+
+// Reads the facts: probes the kernel (loop::ProbeKernel), reads the files
+// and statvfs's the shm path under `options`. Missing files become absent
+// facts, never errors. Main thread; not RT-safe; makes syscalls, allocates.
+DoctorInputs GatherDoctorInputs(const DoctorOptions& options);
+
+// The kernel release for messages: "(unknown)" when it was not found.
+// Any thread; allocates.
+std::string KernelReleaseText(const DoctorInputs& inputs);
+
+// Parses a CPU list such as "0-3,8,10-11" ("" is empty); nullopt if
+// malformed. Any thread; not RT-safe (allocates).
+std::optional<std::vector<int>> ParseCpuList(std::string_view text);
+
+}  // namespace tether::tools
+
+#endif  // TETHER_TOOLS_DOCTOR_INPUTS_H_

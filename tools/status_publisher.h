@@ -1,0 +1,71 @@
+// tools: publishing a launched stack's status (tools/stack_status.h) where
+// other programs can see it: as a LauncherStatus message on the channel
+// /tether/launcher/status (tools/launcher_status.capnp; `tether echo` reads
+// it), and as JSON in a file replaced atomically (--status-json).
+#ifndef TETHER_TOOLS_STATUS_PUBLISHER_H_
+#define TETHER_TOOLS_STATUS_PUBLISHER_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "shm/channel.h"
+#include "tools/launcher_status.capnp.h"
+#include "tools/stack_status.h"
+#include "transport/channel_handle.h"
+#include "transport/schema_registry.h"
+#include "transport/typed_endpoints.h"
+
+namespace tether::tools {
+
+// The channel the launcher publishes its status on (LauncherStatus, see
+// tools/launcher_status.capnp). A stack may not declare it.
+inline constexpr char kLauncherStatusChannel[] = "/tether/launcher/status";
+
+struct StatusPublisherOptions {
+  // Where the status channel is (root, instance).
+  shm::ChannelOptions channels;
+  // Publish on kLauncherStatusChannel.
+  bool channel = true;
+  // Also write the status as JSON to this file; empty: no file.
+  std::string json_path;
+};
+
+// Not thread-safe: the launcher thread creates and uses it. Not copyable.
+class StatusPublisher {
+ public:
+  // Prints a warning line (the launcher's err stream).
+  using WarnFn = std::function<void(const std::string&)>;
+
+  // With options.channel, creates (or opens) kLauncherStatusChannel: a fixed
+  // shape so every launcher of an instance agrees on it, one publisher so a
+  // second launcher of the same instance is refused (FailedPrecondition,
+  // saying so), LauncherStatus registered in `schemas` if it is not there.
+  // Setup; blocks on shm I/O; allocates.
+  static absl::StatusOr<std::unique_ptr<StatusPublisher>> Create(
+      const StatusPublisherOptions& options, transport::SchemaRegistry* schemas,
+      WarnFn warn);
+  StatusPublisher(const StatusPublisher&) = delete;
+  StatusPublisher& operator=(const StatusPublisher&) = delete;
+
+  // Writes the JSON file (if any) and sends the message (if the channel is
+  // on). A status too large for the channel is warned about once and no
+  // longer sent; a file that cannot be written is warned about once.
+  // Blocks on file I/O; allocates; not RT-safe.
+  void Publish(const StackStatus& status);
+
+ private:
+  StatusPublisher(const StatusPublisherOptions& options, WarnFn warn)
+      : options_(options), warn_(std::move(warn)) {}
+
+  const StatusPublisherOptions options_;
+  const WarnFn warn_;
+  std::unique_ptr<transport::ChannelHandle> channel_;
+  std::unique_ptr<transport::Publisher<wire::LauncherStatus>> publisher_;
+  bool json_warned_ = false;
+};
+
+}  // namespace tether::tools
+
+#endif  // TETHER_TOOLS_STATUS_PUBLISHER_H_
