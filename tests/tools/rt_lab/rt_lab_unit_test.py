@@ -119,6 +119,15 @@ class RtLabTest(unittest.TestCase):
              "[  SKIPPED ] A.B", "[  FAILED  ] 2 tests, listed below:",
              "[  FAILED  ] A.C", "[  FAILED  ] A.D"]), (36, 2, 1))
         self.assertEqual(rt_lab.gtest_counts(["[  PASSED  ] 1 test."]), (1, 0, 0))
+        # --gtest_brief=1: the failed test's own line and no closing list.
+        self.assertEqual(rt_lab.gtest_counts(
+            ["[  FAILED  ] All/T.Talks/FutexWaitv, where GetParam() = 4-byte "
+             "object <02-00 00-00> (792 ms)",
+             "[==========] 39 tests from 1 test suite ran. (16508 ms total)",
+             "[  PASSED  ] 38 tests."]), (38, 1, 0))
+        self.assertEqual(rt_lab.gtest_failed_names(
+            ["[  FAILED  ] A.C (3 ms)", "[  FAILED  ] 1 test, listed below:",
+             "[  FAILED  ] A.C"]), ["A.C"])
 
     def test_a_clean_run_passes_every_check(self):
         checks = judged(guest_report())
