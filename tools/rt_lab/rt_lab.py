@@ -583,6 +583,11 @@ def probe_verdict(step):
     return None
 
 
+# How far above clock_nanosleep's the default deadline mode's median
+# lateness may be in the lab (see judge()).
+MEDIAN_SLACK_US = 200
+
+
 def judge(r):
     """A list of checks: (name, ok, detail) for one kernel's results."""
     checks = []
@@ -666,11 +671,19 @@ def judge(r):
                           % ("hard timer" if dflt["hard"] else "io_uring wait",
                              "hard timer" if want_hard else "io_uring wait",
                              verdict))
+            # Misses: the emulator's own stalls make even the floor miss a
+            # third of its deadlines, so only a gross excess fails. The
+            # median tells a soft timer apart (it waits out the burst: 550-
+            # 650 us above the floor in the lab; a hard one is within 40).
             bound = 2 * floor["missed"] + margin(dflt["deadlines"])
             ok = ok and dflt["missed"] <= bound
             detail.append("default missed %d of %d, floor %d (bound %d)"
                           % (dflt["missed"], dflt["deadlines"], floor["missed"],
                              bound))
+            p50_bound = floor["p50_us"] + MEDIAN_SLACK_US
+            ok = ok and dflt["p50_us"] <= p50_bound
+            detail.append("median lateness %.0f us, floor %.0f (bound %.0f)"
+                          % (dflt["p50_us"], floor["p50_us"], p50_bound))
         check("deadlines", ok, "; ".join(detail) or "rows missing")
 
     if missing("contention") or not (steps["contention"].get("json") or {}).get("contention"):

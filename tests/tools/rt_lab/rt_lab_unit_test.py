@@ -135,6 +135,15 @@ class RtLabTest(unittest.TestCase):
         self.assertEqual(failed, [])
         self.assertIn("conformance", checks)
 
+    def test_a_default_that_waits_out_the_burst_fails(self):
+        # The soft timer's signature: as many misses as the bound allows, but
+        # a median hundreds of microseconds above the floor's.
+        slow = guest_report().replace(
+            '"missed":10,"p50_us":80', '"missed":10,"p50_us":620')
+        checks = judged(slow)
+        self.assertFalse(checks["deadlines"]["ok"])
+        self.assertIn("median lateness 620 us, floor 80", checks["deadlines"]["detail"])
+
     def test_a_wrong_probe_verdict_fails(self):
         checks = judged(guest_report(verdict="inconclusive"))
         self.assertFalse(checks["probe"]["ok"])
