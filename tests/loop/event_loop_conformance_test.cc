@@ -218,14 +218,16 @@ TEST_P(ConformanceTest, WatcherGetsEveryMessageInOrderWithContext) {
                         EXPECT_GE(c.monotonic_receive_ns, c.monotonic_send_ns);
                         last_index = c.queue_index;
                         got.push_back(m.getI64());
+                        if (!simulated() && got.size() == 5) harness_->Exit();
                       })
                   .ok());
   int64_t next = 0;
   loop->AddTimer([&] { SendScalar(sender->get(), next++); })
       ->Schedule(loop->monotonic_now() + Ms(1), Ms(2));
-  harness_->RunFor(Ms(41));
-  // A real loop on a loaded 2-core machine may run late and skip sends
-  // (counted by the timer); order and completeness are what is checked.
+  // A real loop on a loaded or emulated machine may run late and skip sends
+  // (counted by the timer): it runs until five messages arrived, the span
+  // bounding a hang only; order and completeness are what is checked.
+  harness_->RunFor(simulated() ? Ms(41) : Ms(5000));
   ASSERT_GE(got.size(), 5u);
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], int64_t(i));
   if (simulated()) EXPECT_EQ(got.size(), 21u);  // at 1, 3, ..., 41 ms (inclusive)
@@ -412,8 +414,11 @@ TEST_P(ConformanceTest, SendTimesFollowTheLoopClock) {
   if (simulated()) {
     EXPECT_EQ(send_ns, at);  // virtual time, exactly
   } else {
+    // The same clock, stamped just after the loop read it: a thread
+    // preempted in between (an emulated guest, a loaded host) may add
+    // milliseconds, another clock would be off by far more.
     EXPECT_GE(send_ns, at);
-    EXPECT_LT(send_ns - at, 1'000'000);
+    EXPECT_LT(Duration(send_ns - at), Ms(100));
   }
 }
 
