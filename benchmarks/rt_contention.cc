@@ -253,20 +253,28 @@ void ReapRing(Board* b, io_uring* ring, bool rt_reader) {
 
 // --- the real-time reader ---------------------------------------------------------
 
+// The loop of a tether mechanism's process (its backend, the options'
+// deadline mode); fails the run if it cannot be made.
+std::unique_ptr<loop::UringEventLoop> MakeTetherLoop(const Ctx& c,
+                                                     const char* name) {
+  loop::UringEventLoopOptions options;
+  options.port.backend = c.m == Mechanism::kTetherUring
+                             ? loop::WakeBackend::kUringFutex
+                             : loop::WakeBackend::kFutexWaitv;
+  options.check_allocations = false;
+  options.port.deadline_timer = c.o->deadline_timer;
+  auto loop = loop::UringEventLoop::Create(name, c.set, options);
+  if (!loop.ok()) Fail(c.board, "%s", std::string(loop.status().message()).c_str());
+  return std::move(*loop);
+}
+
 [[noreturn]] void RtSubscriber(Ctx& c) {
   Board* b = c.board;
   BecomeRealtimeOrFail(b, c.o->rt_subscriber_cpu, c.o->rt_priority,
                        "real-time subscriber");
   if (IsTether(c.m)) {
-    loop::UringEventLoopOptions options;
-    options.port.backend = c.m == Mechanism::kTetherUring
-                               ? loop::WakeBackend::kUringFutex
-                               : loop::WakeBackend::kFutexWaitv;
-    options.check_allocations = false;
-    options.port.deadline_timer = c.o->deadline_timer;
-    auto loop = loop::UringEventLoop::Create("rt-subscriber", c.set, options);
-    if (!loop.ok()) Fail(b, "%s", std::string(loop.status().message()).c_str());
-    loop::UringEventLoop* l = loop->get();
+    std::unique_ptr<loop::UringEventLoop> loop = MakeTetherLoop(c, "rt-subscriber");
+    loop::UringEventLoop* l = loop.get();
     std::snprintf(b->note, sizeof(b->note), "%s",
                   l->backend_description().c_str());
     const absl::StatusOr<loop::WatcherHandle*> s = l->MakeWatcher<Scalars>(
@@ -284,7 +292,7 @@ void ReapRing(Board* b, io_uring* ring, bool rt_reader) {
     l->AddTimer([l] { l->Exit(); })
         ->Schedule(l->monotonic_now() + c.o->duration + seconds(20));  // safety
     l->Run();
-    loop->reset();
+    loop.reset();
     ::_exit(0);
   }
   if (c.m == Mechanism::kMsgRing) {
@@ -398,15 +406,8 @@ void RawPublish(Board* b, Mechanism m, int64_t seq) {
   const MonotonicTime death = MonotonicNow() + life;
   const Duration period = c.o->churn_period;
   if (IsTether(c.m)) {
-    loop::UringEventLoopOptions options;
-    options.port.backend = c.m == Mechanism::kTetherUring
-                               ? loop::WakeBackend::kUringFutex
-                               : loop::WakeBackend::kFutexWaitv;
-    options.check_allocations = false;
-    options.port.deadline_timer = c.o->deadline_timer;
-    auto loop = loop::UringEventLoop::Create("churner", c.set, options);
-    if (!loop.ok()) Fail(b, "%s", std::string(loop.status().message()).c_str());
-    loop::UringEventLoop* l = loop->get();
+    std::unique_ptr<loop::UringEventLoop> loop = MakeTetherLoop(c, "churner");
+    loop::UringEventLoop* l = loop.get();
     auto sender = l->MakeSender<Scalars>("/rt");
     if (!sender.ok()) Fail(b, "%s", std::string(sender.status().message()).c_str());
     const absl::StatusOr<loop::WatcherHandle*> s = l->MakeWatcher<Scalars>(
@@ -427,7 +428,7 @@ void RawPublish(Board* b, Mechanism m, int64_t seq) {
         ->Schedule(l->monotonic_now() + period, period);
     l->Run();
     sender->reset();
-    loop->reset();
+    loop.reset();
     ::_exit(0);
   }
   io_uring ring;

@@ -45,16 +45,6 @@ struct Mode {
   DeadlineTimer timer;
 };
 
-int HighestAllowedCpu() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 0;
-  for (int cpu = CPU_SETSIZE - 1; cpu >= 0; --cpu) {
-    if (CPU_ISSET(cpu, &set)) return cpu;
-  }
-  return 0;
-}
-
 // One round of one tether mode on the calling (real-time) thread: a loop
 // with a watcher and a phased loop on the grid, for `length`.
 absl::Status RunLoopRound(const Mode& mode, const transport::ChannelSet* set,
@@ -100,7 +90,7 @@ absl::StatusOr<DeadlineReport> RunDeadlines(const DeadlineOptions& options) {
     return absl::InvalidArgumentError("rounds and per_mode must be positive");
   }
   DeadlineReport report;
-  report.cpu = options.cpu >= 0 ? options.cpu : HighestAllowedCpu();
+  report.cpu = options.cpu >= 0 ? options.cpu : loop::HighestAllowedCpu();
   const loop::KernelFeatures features = loop::ProbeKernel();
 
   shm::testing::ScopedRoot root;

@@ -30,16 +30,6 @@ Duration Uniform(std::mt19937& rng, Duration lo, Duration hi) {
   return Duration(d(rng));
 }
 
-int HighestAllowedCpu() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 0;
-  for (int cpu = CPU_SETSIZE - 1; cpu >= 0; --cpu) {
-    if (CPU_ISSET(cpu, &set)) return cpu;
-  }
-  return 0;
-}
-
 // Pins the calling thread and makes it SCHED_FIFO `priority`.
 absl::Status BecomeRealtime(int cpu, int priority) {
   const int cpus[] = {cpu};
