@@ -34,9 +34,10 @@ int main(int argc, char** argv) {
   const ActuatorStats& s = (*node)->stats();
   std::printf(
       "actuator: %llu steps (%llu late), %llu commands (%llu lost), %llu "
-      "steps without a fresh command, %llu saturated\n",
+      "steps without a fresh command, %llu saturated, %llu failed sends\n",
       (unsigned long long)s.steps, (unsigned long long)s.missed_steps,
       (unsigned long long)s.commands, (unsigned long long)s.missed_commands,
-      (unsigned long long)s.stale_steps, (unsigned long long)s.saturated_steps);
+      (unsigned long long)s.stale_steps, (unsigned long long)s.saturated_steps,
+      (unsigned long long)s.publish_failures);
   return code;
 }

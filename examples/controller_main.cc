@@ -62,9 +62,10 @@ int main(int argc, char** argv) {
   if (!node.ok()) return FailNode(env.node_name, node.status());
   const int code = (*process)->Run();
   std::printf("controller: %s; %llu cycles paused for a stale estimate; "
-              "%llu cycles driven by velocity commands\n",
+              "%llu cycles driven by velocity commands; %llu failed sends\n",
               FormatTracking((*node)->summary()).c_str(),
               (unsigned long long)(*node)->stale_cycles(),
-              (unsigned long long)(*node)->teleop_cycles());
+              (unsigned long long)(*node)->teleop_cycles(),
+              (unsigned long long)(*node)->publish_failures());
   return code;
 }

@@ -27,9 +27,10 @@ int main(int argc, char** argv) {
   const int code = (*process)->Run();
   const EstimatorStats& s = (*node)->stats();
   std::printf(
-      "estimator: %llu estimates (%llu without IMU), %llu inputs lost, gyro "
-      "bias %.4f rad/s\n",
+      "estimator: %llu estimates (%llu without IMU), %llu inputs lost, %llu "
+      "failed sends, gyro bias %.4f rad/s\n",
       (unsigned long long)s.updates, (unsigned long long)s.updates_without_imu,
-      (unsigned long long)s.missed_inputs, (*node)->gyro_bias_estimate());
+      (unsigned long long)s.missed_inputs,
+      (unsigned long long)s.publish_failures, (*node)->gyro_bias_estimate());
   return code;
 }

@@ -31,9 +31,11 @@ int main(int argc, char** argv) {
   if (!node.ok()) return FailNode(env.node_name, node.status());
   const int code = (*process)->Run();
   const SensorsStats& s = (*node)->stats();
-  std::printf("sensors: %llu samples (%llu late, %llu without plant state)\n",
-              (unsigned long long)s.samples,
-              (unsigned long long)s.missed_samples,
-              (unsigned long long)s.skipped_samples);
+  std::printf(
+      "sensors: %llu samples (%llu late, %llu without plant state), %llu "
+      "failed sends\n",
+      (unsigned long long)s.samples, (unsigned long long)s.missed_samples,
+      (unsigned long long)s.skipped_samples,
+      (unsigned long long)s.publish_failures);
   return code;
 }

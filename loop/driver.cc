@@ -26,7 +26,12 @@ Driver::Driver(Dispatcher* dispatcher, const Clock* clock, WakePort* port)
 // The port's owner destroys it with the driver: nothing to unwatch.
 Driver::~Driver() = default;
 
-void Driver::AddLoop(EventLoop* loop) { loops_.push_back(loop); }
+void Driver::AddLoop(EventLoop* loop) {
+  loops_.push_back(loop);
+  if (loop->channels() != nullptr) {
+    reported_.reserve(reported_.size() + loop->channels()->channels().size());
+  }
+}
 
 void Driver::RemoveLoop(EventLoop* loop, bool unwatch) {
   for (size_t i = 0; i < loops_.size(); ++i) {
@@ -107,6 +112,7 @@ Driver::RunEnd Driver::Run() {
       StartNewLoops();
       continue;
     }
+    ReportCorruptChannels();
     bool stopped = false;
     const WaitResult r = port_->Wait(
         dispatcher_->NextDeadline(), *this,
@@ -151,6 +157,7 @@ void Driver::MarkCorrupt(internal::Watcher& w) {
   w.subscriber->Release();
   port_->Unwatch(CookieOf(&w));
   ++corrupt_watchers_;
+  FirstReport(w.channel_);
   const std::string_view what = w.channel_->corruption();
   std::fprintf(stderr,
                "tether: loop %s: channel %s is corrupt (%.*s); stopped "
@@ -159,6 +166,32 @@ void Driver::MarkCorrupt(internal::Watcher& w) {
                w.loop->name().c_str(), w.channel_->name().c_str(),
                static_cast<int>(what.size()), what.data(),
                w.channel_->path().c_str());
+}
+
+bool Driver::FirstReport(const transport::ChannelHandle* channel) {
+  for (const transport::ChannelHandle* r : reported_) {
+    if (r == channel) return false;
+  }
+  if (reported_.size() < reported_.capacity()) reported_.push_back(channel);
+  return true;
+}
+
+void Driver::ReportCorruptChannels() {
+  for (EventLoop* loop : loops_) {
+    if (loop->channels() == nullptr) continue;
+    for (const auto& [name, channel] : loop->channels()->channels()) {
+      if (!channel->corrupt() || !FirstReport(channel.get())) continue;
+      const std::string_view what = channel->corruption();
+      std::fprintf(stderr,
+                   "tether: loop %s: channel %s is corrupt (%.*s); its sends "
+                   "fail and its reads find nothing from now on (counted in "
+                   "the senders' and fetchers' stats), the rest of the loop "
+                   "runs on. Remove %s and restart the stack's nodes on it.\n",
+                   loop->name().c_str(), name.c_str(),
+                   static_cast<int>(what.size()), what.data(),
+                   channel->path().c_str());
+    }
+  }
 }
 
 int Driver::DeliverArrived() {

@@ -21,7 +21,9 @@
 // A watched channel whose shared memory turns out corrupt (the reader reports
 // kCorrupt) stops being watched: its watcher's stats say `corrupt`, the driver
 // logs one line to stderr naming the channel and the loop, and everything
-// else keeps running. Stop signals and Exit() are checked on every iteration,
+// else keeps running. A channel found corrupt through a sender or fetcher (or
+// truncated under the process) gets the same one line, once, before the loop
+// next sleeps. Stop signals and Exit() are checked on every iteration,
 // so a loop flooded with messages still stops.
 //
 // Threading: one thread (the loop thread) calls everything but Exit(), which
@@ -114,6 +116,14 @@ class Driver final : private SleepHooks {
   // channel turned out corrupt, which stops the watcher).
   bool Refill(internal::Watcher& w);
   void MarkCorrupt(internal::Watcher& w);
+  // Once per channel: a line for a channel of a running loop that this
+  // process found corrupt some other way than through a watcher (a send or
+  // a fetch reported kCorrupt, or the file was truncated under us), so a
+  // publisher whose channel went bad never fails silently. Loop thread;
+  // RT-safe: atomic loads per channel; the line only on the error path.
+  void ReportCorruptChannels();
+  // Marks `channel` reported; false if it was already.
+  bool FirstReport(const transport::ChannelHandle* channel);
 
   // SleepHooks (the loop's half of the sleep protocol, wake_port.h).
   void BeginSleep() override;
@@ -132,6 +142,9 @@ class Driver final : private SleepHooks {
   int stop_fd_ = -1;
   const StopSignals* stop_signals_ = nullptr;
   int corrupt_watchers_ = 0;
+  // Channels reported corrupt (capacity reserved in AddLoop: no allocation
+  // while running).
+  std::vector<const transport::ChannelHandle*> reported_;
   std::atomic<bool> exit_{false};
 };
 

@@ -42,23 +42,9 @@ std::string HumanBytes(uint64_t n) {
   return absl::StrFormat("%u B", n);
 }
 
-// Why a channel of `bytes` does not fit in the filesystem of `dir`, and
-// what to do about it.
 absl::Status NoSpaceStatus(const std::string& name, const std::string& dir,
                            uint64_t bytes) {
-  struct statvfs fs;
-  std::string free_text = "an unknown amount";
-  std::string size_text;
-  if (::statvfs(dir.c_str(), &fs) == 0) {
-    free_text = HumanBytes(uint64_t{fs.f_bavail} * fs.f_frsize);
-    size_text = absl::StrCat(" of ", HumanBytes(uint64_t{fs.f_blocks} * fs.f_frsize));
-  }
-  return absl::ResourceExhaustedError(absl::StrCat(
-      "channel ", name, " needs ", HumanBytes(bytes), " (", bytes,
-      " bytes) of shared memory in ", dir, " but only ", free_text, size_text,
-      " is free there: free space (tether clean, remove old instances), shrink "
-      "the channel (maxSize x queueDepth), or give the filesystem more room "
-      "(mount -o remount,size=2G /dev/shm; Docker: docker run --shm-size=2g)"));
+  return NoSpaceError(absl::StrCat("channel ", name, " needs"), dir, bytes);
 }
 
 std::string Escape(std::string_view name) {
@@ -179,6 +165,23 @@ void Initialise(std::byte* base, const QueueParams& p,
 }
 
 }  // namespace
+
+absl::Status NoSpaceError(std::string_view what_needs, const std::string& dir,
+                          uint64_t bytes) {
+  struct statvfs fs;
+  std::string free_text = "an unknown amount";
+  std::string size_text;
+  if (::statvfs(dir.c_str(), &fs) == 0) {
+    free_text = HumanBytes(uint64_t{fs.f_bavail} * fs.f_frsize);
+    size_text = absl::StrCat(" of ", HumanBytes(uint64_t{fs.f_blocks} * fs.f_frsize));
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      std::string(what_needs), " ", HumanBytes(bytes), " (", bytes,
+      " bytes) of shared memory in ", dir, " but only ", free_text, size_text,
+      " is free there: free space (tether clean, remove old instances), shrink "
+      "the channels (maxSize x queueDepth), or give the filesystem more room "
+      "(mount -o remount,size=2G /dev/shm; Docker: docker run --shm-size=2g)"));
+}
 
 std::string Channel::PathFor(const ChannelOptions& options,
                              std::string_view name) {

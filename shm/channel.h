@@ -281,6 +281,12 @@ class Channel {
   mutable char corruption_[240] = {};
 };
 
+// Why `what_needs` `bytes` (e.g. "channel /robot/imu needs") does not fit in
+// the filesystem of `dir`, with what is free there and how to make room
+// (ResourceExhausted). Setup only.
+absl::Status NoSpaceError(std::string_view what_needs, const std::string& dir,
+                          uint64_t bytes);
+
 }  // namespace tether::shm
 
 #endif  // TETHER_SHM_CHANNEL_H_

@@ -252,8 +252,21 @@ CheckResult CheckShm(const DoctorInputs& in) {
                   s.path + " is not writable by this user",
                   "chmod 1777 " + s.path);
   }
-  const std::string sizes =
+  std::string sizes =
       FormatBytes(s.size_bytes) + ", " + FormatBytes(s.free_bytes) + " free";
+  if (!s.instances.empty()) {
+    uint64_t total = 0;
+    std::string each;
+    for (const auto& [name, bytes] : s.instances) {
+      total += bytes;
+      if (each.size() < 160) {
+        each += (each.empty() ? "" : ", ") + name + " " + FormatBytes(bytes);
+      }
+    }
+    sizes += "; " + std::to_string(s.instances.size()) + " stack instance" +
+             (s.instances.size() == 1 ? "" : "s") + " under " + s.path +
+             "/tether use " + FormatBytes(total) + " (" + each + ")";
+  }
   if (!s.tmpfs) {
     return Result("dev_shm", title, Verdict::kWarn,
                   s.path + " is not a tmpfs (" + sizes +
@@ -266,6 +279,18 @@ CheckResult CheckShm(const DoctorInputs& in) {
         "tmpfs, " + sizes + ": channels are sized up front and may not fit",
         "mount -o remount,size=2G " + s.path +
             ", or remove stale channel files under " + s.path + "/tether");
+  }
+  if (!s.instances.empty() && s.instances.front().second > s.free_bytes) {
+    return Result(
+        "dev_shm", title, Verdict::kWarn,
+        "tmpfs, " + sizes + ": another stack as large as \"" +
+            s.instances.front().first + "\" would not fit",
+        "mount -o remount,size=" +
+            std::to_string(
+                (s.size_bytes + 2 * s.instances.front().second) / (1 << 20) + 1) +
+            "M " +
+            s.path + " (Docker: --shm-size), or tether clean --instance NAME "
+            "for stacks no longer running");
   }
   return Result("dev_shm", title, Verdict::kOk, "tmpfs, " + sizes);
 }

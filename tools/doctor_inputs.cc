@@ -6,6 +6,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -90,6 +92,29 @@ std::optional<ResourceLimit> ParseLimit(std::string_view limits,
   return result;
 }
 
+// Each instance folder under `root` and the bytes its files take, largest
+// first (unreadable folders are skipped: doctor reports, never fails).
+std::vector<std::pair<std::string, uint64_t>> InstanceSizes(
+    const std::string& root) {
+  std::vector<std::pair<std::string, uint64_t>> sizes;
+  std::error_code ec;
+  for (const auto& instance : std::filesystem::directory_iterator(root, ec)) {
+    if (!instance.is_directory(ec)) continue;
+    uint64_t bytes = 0;
+    for (const auto& file :
+         std::filesystem::directory_iterator(instance.path(), ec)) {
+      struct stat st;
+      if (::lstat(file.path().c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+        bytes += uint64_t(st.st_blocks) * 512;
+      }
+    }
+    sizes.emplace_back(instance.path().filename().string(), bytes);
+  }
+  std::sort(sizes.begin(), sizes.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second; });
+  return sizes;
+}
+
 }  // namespace
 
 std::string KernelReleaseText(const DoctorInputs& inputs) {
@@ -156,6 +181,7 @@ DoctorInputs GatherDoctorInputs(const DoctorOptions& options) {
     if (statfs(options.shm_path.c_str(), &fs) == 0) {
       in.shm.tmpfs = static_cast<int64_t>(fs.f_type) == kTmpfsMagic;
     }
+    in.shm.instances = InstanceSizes(options.shm_path + "/tether");
   }
 
   const std::string cpu_dir = options.sys_root + "/devices/system/cpu";

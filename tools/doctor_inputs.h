@@ -43,6 +43,9 @@ struct ShmFacts {
   bool tmpfs = false;
   uint64_t size_bytes = 0;
   uint64_t free_bytes = 0;  // Available to this (unprivileged) user.
+  // The stack instances under <path>/tether and the bytes their channel
+  // files take (allocated blocks), largest first.
+  std::vector<std::pair<std::string, uint64_t>> instances;
 };
 
 // Everything the checks judge. Plain data: tests build it by hand.

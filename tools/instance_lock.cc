@@ -85,6 +85,8 @@ std::string LockPath(const shm::ChannelOptions& options) {
 
 absl::StatusOr<InstanceLock> InstanceLock::Acquire(
     const shm::ChannelOptions& options) {
+  struct stat folder;
+  const bool created_folder = ::stat(FolderOf(options).c_str(), &folder) != 0;
   if (absl::Status s = MakeFolders(FolderOf(options), options.mode); !s.ok()) {
     return s;
   }
@@ -114,7 +116,8 @@ absl::StatusOr<InstanceLock> InstanceLock::Acquire(
     struct stat held, now;
     if (::fstat(fd, &held) == 0 && ::stat(path.c_str(), &now) == 0 &&
         held.st_dev == now.st_dev && held.st_ino == now.st_ino) {
-      return InstanceLock(std::move(owned), path);
+      return InstanceLock(std::move(owned), path,
+                          created_folder ? FolderOf(options) : "");
     }
   }
   return absl::InternalError(absl::StrCat(
@@ -144,6 +147,15 @@ absl::StatusOr<bool> InstanceLock::RemoveIfUnused(
     return ErrnoError(errno, absl::StrCat("cannot remove ", path));
   }
   return true;
+}
+
+void InstanceLock::Abandon() {
+  if (!fd_.valid()) return;
+  // Unlinked while still held: a launcher that opened the old file sees it
+  // replaced and retries on a new one (Acquire).
+  ::unlink(path_.c_str());
+  fd_ = Fd();
+  if (!created_folder_.empty()) ::rmdir(created_folder_.c_str());  // If empty.
 }
 
 }  // namespace tether::tools

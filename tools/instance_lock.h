@@ -45,16 +45,25 @@ class InstanceLock {
   static absl::StatusOr<bool> RemoveIfUnused(
       const shm::ChannelOptions& options);
 
+  // For a launcher whose setup failed: removes the lock file, and the
+  // instance folder if Acquire created it and it is empty, then releases the
+  // lock. Nothing of this launcher is left behind when it created nothing
+  // else.
+  void Abandon();
+
   InstanceLock(InstanceLock&&) = default;
   InstanceLock& operator=(InstanceLock&&) = default;
 
   const std::string& path() const { return path_; }
 
  private:
-  InstanceLock(Fd fd, std::string path)
-      : fd_(std::move(fd)), path_(std::move(path)) {}
+  InstanceLock(Fd fd, std::string path, std::string created_folder)
+      : fd_(std::move(fd)),
+        path_(std::move(path)),
+        created_folder_(std::move(created_folder)) {}
   Fd fd_;
   std::string path_;
+  std::string created_folder_;  // Empty: the folder existed before.
 };
 
 }  // namespace tether::tools

@@ -139,6 +139,7 @@ absl::Status Launcher::Impl::Prepare() {
   if (!lock.ok()) return lock.status();
   lock_ = std::move(*lock);
   if (plan_.stack->FindChannel(kLauncherStatusChannel).has_value()) {
+    lock_->Abandon();
     return absl::InvalidArgumentError(absl::StrCat(
         plan_.stack_path, ": channel ", kLauncherStatusChannel,
         " is the launcher's own status channel; rename the stack's channel"));
@@ -150,7 +151,10 @@ absl::Status Launcher::Impl::Prepare() {
     node.restart = planned.restart;
     node.after = std::move(planned.start_after);
   }
-  return CreateChannels();
+  absl::Status created = CreateChannels();
+  // A stack refused (e.g. too big for the filesystem) leaves no trace.
+  if (!created.ok()) lock_->Abandon();
+  return created;
 }
 
 // Only now, with every node checked, is anything created.

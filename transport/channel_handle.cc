@@ -1,6 +1,7 @@
 #include "transport/channel_handle.h"
 
 #include <grp.h>
+#include <sys/stat.h>
 
 #include <cstring>
 
@@ -14,9 +15,25 @@
 
 namespace tether::transport {
 
-absl::StatusOr<std::unique_ptr<ChannelHandle>> ChannelHandle::Create(
-    const shm::ChannelOptions& options, config::Channel::Reader channel,
-    const SchemaRegistry& schemas) {
+namespace {
+
+// What creating a channel from its config entry writes: the queue's shape,
+// the ChannelInfo metadata and the file options. Setup only.
+struct CreatePlan {
+  std::string name;
+  shm::QueueParams params;
+  kj::Array<capnp::word> metadata;
+  shm::ChannelOptions options;
+
+  std::span<const std::byte> metadata_bytes() const {
+    return {reinterpret_cast<const std::byte*>(metadata.begin()),
+            metadata.size() * sizeof(capnp::word)};
+  }
+};
+
+absl::StatusOr<CreatePlan> PlanCreate(const shm::ChannelOptions& options,
+                                      config::Channel::Reader channel,
+                                      const SchemaRegistry& schemas) {
   const std::string name = channel.getName().cStr();
   const std::string type = channel.getType().cStr();
   if (absl::Status bad = CheckInstanceName(options.instance); !bad.ok()) {
@@ -49,14 +66,12 @@ absl::StatusOr<std::unique_ptr<ChannelHandle>> ChannelHandle::Create(
   info.setFrequencyHz(channel.getFrequencyHz());
   info.setSchema(kj::arrayPtr(reinterpret_cast<const kj::byte*>(request->data()),
                               request->size()));
-  kj::Array<capnp::word> flat = capnp::messageToFlatArray(message);
-  std::span<const std::byte> metadata(
-      reinterpret_cast<const std::byte*>(flat.begin()),
-      flat.size() * sizeof(capnp::word));
 
-  shm::ChannelOptions opts = options;
+  CreatePlan plan{name, *params, capnp::messageToFlatArray(message), options};
   const std::string mode = channel.getMode().cStr();
-  if (!mode.empty()) opts.mode = static_cast<mode_t>(std::strtoul(mode.c_str(), nullptr, 8));
+  if (!mode.empty()) {
+    plan.options.mode = static_cast<mode_t>(std::strtoul(mode.c_str(), nullptr, 8));
+  }
   const std::string group = channel.getGroup().cStr();
   if (!group.empty()) {
     // Setup only: getgrnam_r may read /etc/group or NSS.
@@ -70,12 +85,35 @@ absl::StatusOr<std::unique_ptr<ChannelHandle>> ChannelHandle::Create(
           " does not exist on this machine: create it (groupadd) or fix the "
           "channel's group in the config"));
     }
-    opts.group = found->gr_gid;
+    plan.options.group = found->gr_gid;
   }
-  absl::StatusOr<std::unique_ptr<shm::Channel>> shm =
-      shm::Channel::OpenOrCreate(opts, name, *params, metadata);
+  return plan;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ChannelHandle>> ChannelHandle::Create(
+    const shm::ChannelOptions& options, config::Channel::Reader channel,
+    const SchemaRegistry& schemas) {
+  absl::StatusOr<CreatePlan> plan = PlanCreate(options, channel, schemas);
+  if (!plan.ok()) return plan.status();
+  absl::StatusOr<std::unique_ptr<shm::Channel>> shm = shm::Channel::OpenOrCreate(
+      plan->options, plan->name, plan->params, plan->metadata_bytes());
   if (!shm.ok()) return shm.status();
   return FromShm(std::move(*shm));
+}
+
+absl::StatusOr<uint64_t> ChannelHandle::BytesToCreate(
+    const shm::ChannelOptions& options, config::Channel::Reader channel,
+    const SchemaRegistry& schemas) {
+  absl::StatusOr<CreatePlan> plan = PlanCreate(options, channel, schemas);
+  if (!plan.ok()) return plan.status();
+  struct stat st;
+  if (::stat(shm::Channel::PathFor(options, plan->name).c_str(), &st) == 0) {
+    return 0;
+  }
+  return shm::Channel::FileSizeFor(plan->params,
+                                   plan->metadata_bytes().size());
 }
 
 absl::StatusOr<std::unique_ptr<ChannelHandle>> ChannelHandle::Open(

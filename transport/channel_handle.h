@@ -31,6 +31,13 @@ class ChannelHandle {
       const shm::ChannelOptions& options, config::Channel::Reader channel,
       const SchemaRegistry& schemas);
 
+  // The bytes of shared memory creating `channel` would reserve (its file
+  // size), or 0 if its file exists already (Create would open it). Errors
+  // as Create's for a bad entry. Setup only.
+  static absl::StatusOr<uint64_t> BytesToCreate(
+      const shm::ChannelOptions& options, config::Channel::Reader channel,
+      const SchemaRegistry& schemas);
+
   // Opens an existing channel by name, reading its type and schema from the
   // file (for tools: echo, pub, stat, the logger). Setup only.
   static absl::StatusOr<std::unique_ptr<ChannelHandle>> Open(

@@ -1,13 +1,62 @@
 #include "transport/channel_set.h"
 
+#include <sys/statvfs.h>
+
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
 namespace tether::transport {
+namespace {
+
+// The nearest existing folder at or above `path` (the instance folder may
+// not exist yet: its filesystem is its parent's).
+std::string ExistingFolder(std::filesystem::path path) {
+  std::error_code ec;
+  while (!path.empty() && !std::filesystem::is_directory(path, ec) &&
+         path != path.parent_path()) {
+    path = path.parent_path();
+  }
+  return path.empty() ? "." : path.string();
+}
+
+// Refuses, before anything is created, a stack whose new channels together
+// do not fit in the free space of the root's filesystem: created one by one,
+// the first channels would fill it and the last would fail, leaving a full
+// filesystem behind.
+absl::Status CheckStackFits(const shm::ChannelOptions& options,
+                            const StackConfig& stack,
+                            const SchemaRegistry& schemas) {
+  uint64_t needed = 0;
+  int new_channels = 0;
+  for (config::Channel::Reader c : stack.channels()) {
+    absl::StatusOr<uint64_t> bytes =
+        ChannelHandle::BytesToCreate(options, c, schemas);
+    if (!bytes.ok()) return bytes.status();
+    needed += *bytes;
+    new_channels += *bytes > 0 ? 1 : 0;
+  }
+  const std::string dir =
+      ExistingFolder(std::filesystem::path(options.root) / options.instance);
+  struct statvfs fs;
+  if (needed == 0 || ::statvfs(dir.c_str(), &fs) != 0) return absl::OkStatus();
+  if (needed <= uint64_t{fs.f_bavail} * fs.f_frsize) return absl::OkStatus();
+  return shm::NoSpaceError(
+      absl::StrCat("the stack (instance ", options.instance, ") has ",
+                   new_channels, " new channel", new_channels == 1 ? "" : "s",
+                   " that together need"),
+      dir, needed);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<ChannelSet>> ChannelSet::Create(
     const shm::ChannelOptions& options, const StackConfig& stack,
     const SchemaRegistry& schemas) {
+  if (absl::Status fits = CheckStackFits(options, stack, schemas); !fits.ok()) {
+    return fits;
+  }
   std::unique_ptr<ChannelSet> set(new ChannelSet());
   set->options_ = options;
   for (config::Channel::Reader c : stack.channels()) {

@@ -19,8 +19,10 @@ namespace tether::transport {
 // Not copyable or movable. Lookups: any thread once built.
 class ChannelSet {
  public:
-  // Creates or opens every channel of `stack` under `options`. The first
-  // error (naming the channel) stops it. Setup only.
+  // Creates or opens every channel of `stack` under `options`. A stack whose
+  // new channels do not fit together in the root's free space is refused
+  // before any is created (ResourceExhausted: needed, free, how to make
+  // room). The first error (naming the channel) stops it. Setup only.
   static absl::StatusOr<std::unique_ptr<ChannelSet>> Create(
       const shm::ChannelOptions& options, const StackConfig& stack,
       const SchemaRegistry& schemas);

@@ -29,6 +29,9 @@ int received = 0;
 int wanted = 0;
 
 void OnMessage(const ros::MessageEvent<topic_tools::ShapeShifter const>& e) {
+  // ros::spin() runs every callback already queued before it sees the
+  // shutdown: print exactly `wanted`.
+  if (received >= wanted) return;
   const topic_tools::ShapeShifter& m = *e.getConstMessage();
   std::vector<uint8_t> b(m.size());
   ros::serialization::OStream os(b.data(), b.size());

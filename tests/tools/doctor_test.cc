@@ -219,6 +219,24 @@ TEST(Doctor, ShmProblemsFailOrWarnWithAMountFix) {
   EXPECT_THAT(Judge(in, "dev_shm").fix, HasSubstr("remount"));
 }
 
+TEST(Doctor, ShmReportsTheStacksFoundAndWarnsWhenTheLargestWouldNotFitAgain) {
+  DoctorInputs in = GoodMachine();
+  in.shm.size_bytes = 4ull << 30;
+  in.shm.free_bytes = 2ull << 30;
+  in.shm.instances = {{"arm", 1ull << 30}, {"demo", 4ull << 20}};
+  EXPECT_EQ(Judge(in, "dev_shm").verdict, Verdict::kOk);
+  EXPECT_THAT(Judge(in, "dev_shm").detail,
+              HasSubstr("2 stack instances under /dev/shm/tether use 1.0 GiB "
+                        "(arm 1.0 GiB, demo 4.0 MiB)"));
+
+  in.shm.instances.front().second = 3ull << 30;
+  const CheckResult r = Judge(in, "dev_shm");
+  EXPECT_EQ(r.verdict, Verdict::kWarn);
+  EXPECT_THAT(r.detail, HasSubstr("another stack as large as \"arm\""));
+  EXPECT_THAT(r.fix, HasSubstr("remount,size=10241M"));
+  EXPECT_THAT(r.fix, HasSubstr("--shm-size"));
+}
+
 TEST(Doctor, NoIsolatedCpusWarnsWithAKernelCommandLine) {
   DoctorInputs in = GoodMachine();
   EXPECT_THAT(Judge(in, "cpus").detail, HasSubstr("isolated: 2-3"));
@@ -348,6 +366,7 @@ TEST_F(FakeTreeTest, GathersFactsFromTheInjectedTree) {
   Write("sys/devices/system/cpu/cpu0/cpufreq/scaling_governor", "powersave\n");
   Write("sys/devices/system/cpu/cpu1/cpufreq/scaling_governor",
         "performance\n");
+  Write("shm/tether/demo/%2Frobot%2Fimu", std::string(8192, 'x'));
 
   const DoctorInputs in = GatherDoctorInputs(Options());
   EXPECT_EQ(in.cap_effective, std::optional<uint64_t>(0x4000));
@@ -366,6 +385,12 @@ TEST_F(FakeTreeTest, GathersFactsFromTheInjectedTree) {
   EXPECT_TRUE(in.shm.exists);
   EXPECT_TRUE(in.shm.writable);
   EXPECT_GT(in.shm.size_bytes, 0u);
+  // One instance folder with one 8 KiB channel file.
+  EXPECT_EQ(in.shm.instances.size(), 1u);
+  if (!in.shm.instances.empty()) {
+    EXPECT_EQ(in.shm.instances[0].first, "demo");
+    EXPECT_GE(in.shm.instances[0].second, 8192u);
+  }
 
   const std::vector<CheckResult> results = RunDoctorChecks(in);
   EXPECT_EQ(Check(results, "memlock").verdict, Verdict::kOk);  // CAP_IPC_LOCK.

@@ -625,12 +625,13 @@ TEST(ExampleStack, LoadsWithoutErrorsOrWarnings) {
   types.names = {
       "examples/demo.capnp:ImuSample", "examples/demo.capnp:JointState",
       "examples/demo.capnp:StateEstimate", "examples/demo.capnp:JointCommand",
-      "examples/demo.capnp:MonitorStatus"};
+      "examples/demo.capnp:MonitorStatus",
+      "examples/demo.capnp:VelocityCommand"};
   absl::StatusOr<StackConfig> config =
       LoadStackConfig("examples/config/example_stack.json", types);
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_THAT(config->warnings(), IsEmpty());
-  EXPECT_THAT(config->channels(), SizeIs(6));
+  EXPECT_THAT(config->channels(), SizeIs(7));
   EXPECT_THAT(config->nodes(), SizeIs(5));
   auto controller = config->FindNode("controller");
   ASSERT_TRUE(controller.has_value());

@@ -1,0 +1,404 @@
+// The reliability issue's reproducers against the live demo stack: the real
+// launcher and node binaries run examples/config/example_stack.json while the
+// test, like a tester with `dd` and `truncate`, writes garbage into their
+// channel files. Each attack must end in a reported corruption or a clear
+// error -- never a crash, a SIGBUS, a busy loop, a hang or a silent loss --
+// and the channels nobody attacked keep flowing.
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "shm/channel.h"
+#include "shm/channel_access.h"
+#include "tests/examples/demo_run.h"
+#include "tests/shm/shm_test_util.h"
+
+namespace tether::examples {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using examples::testing::DemoWorkdir;
+using examples::testing::RunCommand;
+using std::chrono::milliseconds;
+
+// Where the parts of a channel file are, in bytes from its start, read from
+// a mapping of the live file (so the test follows the layout, whatever it
+// is).
+struct FileParts {
+  uint64_t tail = 0;          // The header's tail word.
+  uint64_t ring = 0;          // First ring entry.
+  uint64_t ring_end = 0;      // One past the last.
+  uint64_t slot_headers = 0;  // First slot header.
+  uint64_t slots_end = 0;     // One past the last payload.
+};
+
+FileParts PartsOf(const shm::ChannelOptions& options, const std::string& name) {
+  FileParts parts;
+  auto channel = shm::Channel::Open(options, name);
+  EXPECT_TRUE(channel.ok()) << channel.status();
+  if (!channel.ok()) return parts;
+  using Access = shm::internal::ChannelAccess;
+  const shm::Channel& c = **channel;
+  const auto* base = reinterpret_cast<const std::byte*>(Access::header(c));
+  auto at = [base](const void* p) {
+    return static_cast<uint64_t>(reinterpret_cast<const std::byte*>(p) - base);
+  };
+  const shm::QueueParams& p = c.params();
+  parts.tail = at(&Access::header(c)->tail);
+  parts.ring = at(Access::ring_entry(c, 0));
+  parts.ring_end = at(Access::ring_entry(c, p.queue_depth - 1)) + 8;
+  parts.slot_headers = at(Access::slot_header(c, 0));
+  parts.slots_end = at(Access::payload(c, p.pool_size() - 1)) + p.slot_size;
+  return parts;
+}
+
+// Random bytes over [begin, end) of `path`, written through the file as `dd
+// conv=notrunc` would.
+void WriteGarbage(const std::string& path, uint64_t begin, uint64_t end,
+                  std::mt19937_64* rng) {
+  std::vector<uint64_t> words((end - begin + 7) / 8);
+  for (uint64_t& w : words) w = (*rng)();
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << path << ": " << std::strerror(errno);
+  EXPECT_EQ(::pwrite(fd, words.data(), end - begin, static_cast<off_t>(begin)),
+            static_cast<ssize_t>(end - begin));
+  ::close(fd);
+}
+
+void WriteZeros(const std::string& path, uint64_t begin, uint64_t end) {
+  std::vector<char> zeros(end - begin, 0);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << path << ": " << std::strerror(errno);
+  EXPECT_EQ(::pwrite(fd, zeros.data(), zeros.size(), static_cast<off_t>(begin)),
+            static_cast<ssize_t>(zeros.size()));
+  ::close(fd);
+}
+
+// The pid of the launcher's node `node` of the stack under `root` (from the
+// environment the launcher gives its nodes), or 0.
+pid_t NodePid(const std::string& root, const std::string& node) {
+  const std::string want_root = "TETHER_ROOT=" + root;
+  const std::string want_node = "TETHER_NODE=" + node;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string pid = entry.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream environ(entry.path() / "environ");
+    std::string var;
+    bool root_matches = false, node_matches = false;
+    while (std::getline(environ, var, '\0')) {
+      root_matches |= var == want_root;
+      node_matches |= var == want_node;
+    }
+    if (root_matches && node_matches) return std::stoi(pid);
+  }
+  return 0;
+}
+
+// CPU seconds `pid` has used (user + system), from /proc/<pid>/stat.
+double CpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), {});
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream fields(stat.substr(close + 2));
+  std::string f;
+  unsigned long long utime = 0, stime = 0;
+  // Fields after the name start at 3 (state); utime is 14, stime 15.
+  for (int i = 3; i <= 15 && fields >> f; ++i) {
+    if (i == 14) utime = std::stoull(f);
+    if (i == 15) stime = std::stoull(f);
+  }
+  return static_cast<double>(utime + stime) / ::sysconf(_SC_CLK_TCK);
+}
+
+// The monitor's final row for `channel`: sent, received, missed.
+struct MonitorRow {
+  long sent = -1, received = -1, missed = -1;
+};
+MonitorRow RowOf(const std::string& out, const std::string& channel) {
+  std::regex row("\\[monitor\\] " + channel + R"(\s+(\d+)\s+(\d+)\s+(\d+))");
+  std::smatch m;
+  MonitorRow r;
+  // The summary comes last: take the last match.
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), row);
+       it != std::sregex_iterator(); ++it) {
+    m = *it;
+    r = {std::stol(m[1]), std::stol(m[2]), std::stol(m[3])};
+  }
+  return r;
+}
+
+// No node died of a signal (the launcher names it: "SIGBUS", "SIGSEGV").
+void ExpectNoCrash(const std::string& out) {
+  EXPECT_FALSE(std::regex_search(out, std::regex(R"(\nlaunch: [^\n]*SIG(BUS|SEGV|ABRT))")))
+      << "a node crashed";
+}
+
+// The failed sends `node` counted, from its final line ("N failed sends").
+long FailedSends(const std::string& out, const std::string& node) {
+  std::smatch m;
+  if (!std::regex_search(
+          out, m, std::regex("\\[" + node + "\\] " + node + R"(: [^\n]* (\d+) failed sends)"))) {
+    return -1;
+  }
+  return std::stol(m[1]);
+}
+
+// The launcher's final table says `node` stopped once, by itself, with
+// exit code 0 (no crash, no restart, no SIGKILL after the stop timeout).
+void ExpectStoppedCleanly(const std::string& out, const std::string& node) {
+  EXPECT_TRUE(std::regex_search(
+      out, std::regex("\n" + node + R"(\s+stopped\s+-\s+0\s+exit code 0)")))
+      << node << " did not stop cleanly";
+}
+
+// The demo stack under a root of its own, launched by the real launcher for
+// `duration_s` seconds.
+class LiveDemo {
+ public:
+  explicit LiveDemo(int duration_s)
+      : workdir_(root_.root() + "-work"),
+        where_(" --root " + root_.root() + " --instance demo") {
+    root_.options().instance = "demo";
+    launch_ = ::popen(("tools/tether launch " + workdir_.path() +
+                       "/examples/config/example_stack.json" + where_ +
+                       " --duration " + std::to_string(duration_s) +
+                       " --workdir " + workdir_.path() + " 2>&1")
+                          .c_str(),
+                      "r");
+    EXPECT_NE(launch_, nullptr);
+  }
+  ~LiveDemo() {
+    if (launch_ != nullptr) Finish();
+  }
+
+  // Waits until every node runs and their channels carry traffic.
+  void WaitUntilRunning() {
+    for (int i = 0; i < 100; ++i) {
+      bool all = true;
+      for (const char* node :
+           {"sensors", "estimator", "controller", "actuator", "monitor"}) {
+        all &= NodePid(root_.root(), node) != 0;
+      }
+      if (all) break;
+      std::this_thread::sleep_for(milliseconds(100));
+    }
+    std::this_thread::sleep_for(milliseconds(1000));
+  }
+
+  // The launcher's output; its exit status in *status.
+  std::string Finish(int* status = nullptr) {
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), launch_)) > 0) out.append(buf, n);
+    const int s = ::pclose(launch_);
+    launch_ = nullptr;
+    if (status != nullptr) *status = s;
+    return out;
+  }
+
+  std::string PathOf(const std::string& channel) const {
+    return shm::Channel::PathFor(root_.options(), channel);
+  }
+  const shm::ChannelOptions& options() const { return root_.options(); }
+  const std::string& root() const { return root_.root(); }
+  const std::string& where() const { return where_; }
+
+ private:
+  shm::testing::ScopedRoot root_;
+  DemoWorkdir workdir_;
+  std::string where_;
+  FILE* launch_ = nullptr;
+};
+
+// Reproducer 1: garbage in /robot/imu's ring. The estimator must notice,
+// stop watching that channel (one line), go back to sleep instead of
+// spinning, and stop on SIGTERM; the other channels keep flowing.
+TEST(DemoHostile, ACorruptRingIsReportedAndTheReaderNeitherSpinsNorHangs) {
+  LiveDemo demo(7);
+  demo.WaitUntilRunning();
+  const std::string imu = demo.PathOf("/robot/imu");
+  const FileParts parts = PartsOf(demo.options(), "/robot/imu");
+  std::mt19937_64 rng(1);
+  // The publisher rewrites entries as it goes: keep writing for a while so
+  // readers surely meet garbage.
+  for (int i = 0; i < 150; ++i) {
+    WriteGarbage(imu, parts.ring, parts.ring_end, &rng);
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  std::this_thread::sleep_for(milliseconds(300));
+  const pid_t estimator = NodePid(demo.root(), "estimator");
+  ASSERT_NE(estimator, 0);
+  const double before = CpuSeconds(estimator);
+  std::this_thread::sleep_for(milliseconds(1500));
+  const double used = CpuSeconds(estimator) - before;
+  // A busy loop uses the whole 1.5 s; a sleeping 1 kHz node a few percent.
+  EXPECT_LT(used, 0.5) << "the estimator spins on the corrupt channel";
+
+  int status = 0;
+  const std::string out = demo.Finish(&status);
+  SCOPED_TRACE(out);
+  EXPECT_THAT(out, HasSubstr("channel /robot/imu is corrupt"));
+  ExpectNoCrash(out);
+  for (const char* node :
+       {"sensors", "estimator", "controller", "actuator", "monitor"}) {
+    ExpectStoppedCleanly(out, node);
+  }
+  for (const char* channel : {"/robot/joint_command", "/plant/state"}) {
+    const MonitorRow row = RowOf(out, channel);
+    EXPECT_GT(row.sent, 200) << channel;
+    EXPECT_EQ(row.received, row.sent) << channel;
+    EXPECT_EQ(row.missed, 0) << channel;
+  }
+}
+
+// Reproducer 2: garbage over /robot/imu's slot headers and payloads, again
+// and again, while sensors builds its messages in place there. The
+// publisher must neither abort (a Cap'n Proto exception) nor fault.
+TEST(DemoHostile, GarbageInSlotsNeverCrashesThePublisher) {
+  LiveDemo demo(6);
+  demo.WaitUntilRunning();
+  const std::string imu = demo.PathOf("/robot/imu");
+  const FileParts parts = PartsOf(demo.options(), "/robot/imu");
+  std::mt19937_64 rng(2);
+  for (int i = 0; i < 100; ++i) {
+    WriteGarbage(imu, parts.slot_headers, parts.slots_end, &rng);
+    std::this_thread::sleep_for(milliseconds(3));
+  }
+  int status = 0;
+  const std::string out = demo.Finish(&status);
+  SCOPED_TRACE(out);
+  // The publisher's own loop says so, and counts the sends that failed.
+  EXPECT_THAT(out, HasSubstr("loop sensors: channel /robot/imu is corrupt"));
+  EXPECT_GT(FailedSends(out, "sensors"), 0);
+  ExpectNoCrash(out);
+  for (const char* node :
+       {"sensors", "estimator", "controller", "actuator", "monitor"}) {
+    ExpectStoppedCleanly(out, node);
+  }
+  const MonitorRow plant = RowOf(out, "/plant/state");
+  EXPECT_GT(plant.sent, 200);
+  EXPECT_EQ(plant.received, plant.sent);
+}
+
+// Reproducer 2b: a channel file truncated to nothing under its publisher
+// and three readers: no SIGBUS anywhere, the corruption is reported.
+TEST(DemoHostile, ATruncatedChannelFileSigbusesNobody) {
+  LiveDemo demo(6);
+  demo.WaitUntilRunning();
+  ASSERT_EQ(::truncate(demo.PathOf("/robot/joint_state").c_str(), 0), 0);
+  int status = 0;
+  const std::string out = demo.Finish(&status);
+  SCOPED_TRACE(out);
+  // Every process on the channel says so, fetchers and the publisher too.
+  for (const char* node : {"sensors", "estimator", "controller", "monitor"}) {
+    EXPECT_THAT(out, HasSubstr(std::string("loop ") + node +
+                               ": channel /robot/joint_state is corrupt (the "
+                               "channel file was truncated"));
+  }
+  EXPECT_GT(FailedSends(out, "sensors"), 0);
+  ExpectNoCrash(out);
+  for (const char* node :
+       {"sensors", "estimator", "controller", "actuator", "monitor"}) {
+    ExpectStoppedCleanly(out, node);
+  }
+  const MonitorRow imu = RowOf(out, "/robot/imu");
+  EXPECT_GT(imu.sent, 200);
+  EXPECT_EQ(imu.received, imu.sent);
+}
+
+// Reproducer 4: after a run, zeroed slot headers and a garbage tail. echo,
+// stat and list must say "corrupt" and exit non-zero, not block or report
+// zero messages as if the channel were empty.
+TEST(DemoHostile, ToolsReportZeroedSlotHeadersAndAGarbageTail) {
+  LiveDemo demo(2);
+  int status = 0;
+  const std::string out = demo.Finish(&status);
+  ASSERT_EQ(status, 0) << out;
+
+  const FileParts plant = PartsOf(demo.options(), "/plant/state");
+  WriteZeros(demo.PathOf("/plant/state"), plant.slot_headers, plant.slots_end);
+  const std::string echo = RunCommand(
+      "timeout 20 tools/tether echo /plant/state --from-oldest --count 2" +
+          demo.where() + " 2>&1",
+      &status);
+  EXPECT_NE(WEXITSTATUS(status), 124) << "echo blocked: " << echo;
+  EXPECT_NE(status, 0) << echo;
+  EXPECT_THAT(echo, HasSubstr("corrupt")) << echo;
+
+  const FileParts imu = PartsOf(demo.options(), "/robot/imu");
+  const uint64_t garbage = 6926907815881082933ull;
+  {
+    const int fd = ::open(demo.PathOf("/robot/imu").c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::pwrite(fd, &garbage, 8, static_cast<off_t>(imu.tail)), 8);
+    ::close(fd);
+  }
+  const std::string list =
+      RunCommand("timeout 20 tools/tether list" + demo.where() + " 2>&1", &status);
+  EXPECT_NE(status, 0) << list;
+  EXPECT_THAT(list, HasSubstr("corrupt")) << list;
+  // The impossible tail is the reported finding, never a message count.
+  EXPECT_TRUE(std::regex_search(list, std::regex(R"(/robot/imu\s+CORRUPT: )")))
+      << list;
+  const std::string stat = RunCommand(
+      "timeout 20 tools/tether stat /robot/imu --duration 1" + demo.where() +
+          " 2>&1",
+      &status);
+  EXPECT_NE(status, 0) << stat;
+  EXPECT_THAT(stat, HasSubstr("corrupt")) << stat;
+}
+
+// Reproducer 3: a 1 MiB tmpfs as the root. The stack needs more: launch
+// fails before creating anything, says how much is needed and free and how
+// to make room, and leaves the filesystem empty. Needs root (mount).
+TEST(DemoHostile, ATooSmallFilesystemFailsTheLaunchUpFrontAndLeavesNothing) {
+  shm::testing::ScopedRoot scratch;
+  const std::string mnt = scratch.root() + "-tmpfs";
+  ASSERT_EQ(::mkdir(mnt.c_str(), 0755), 0);
+  if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=1M") != 0) {
+    ::rmdir(mnt.c_str());
+    GTEST_SKIP() << "cannot mount a tmpfs here (" << std::strerror(errno)
+                 << "): needs root outside a sandbox";
+  }
+  DemoWorkdir workdir(scratch.root() + "-work");
+  for (const char* extra : {"", " --no-status-channel"}) {
+    int status = 0;
+    const std::string out = RunCommand(
+        "timeout 60 tools/tether launch " + workdir.path() +
+            "/examples/config/example_stack.json --root " + mnt +
+            " --instance demo --duration 3 --workdir " + workdir.path() +
+            extra + " 2>&1",
+        &status);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1)
+        << "status " << status << ": " << out;
+    EXPECT_THAT(out, HasSubstr("need"));
+    EXPECT_THAT(out, HasSubstr("is free there"));
+    EXPECT_THAT(out, HasSubstr("--shm-size"));
+    EXPECT_THAT(out, Not(HasSubstr("created")));
+    EXPECT_TRUE(std::filesystem::is_empty(mnt))
+        << "left behind in " << mnt << " after: " << out;
+  }
+  EXPECT_EQ(::umount(mnt.c_str()), 0);
+  ::rmdir(mnt.c_str());
+}
+
+}  // namespace
+}  // namespace tether::examples
