@@ -203,6 +203,9 @@ KernelFeatures ProbeKernel(const ProbeOptions& options) {
   }
   ProbeIoUring(features);
   features.futex_waitv_syscall = ProbeFutexWaitvSyscall();
+  features.rt_probe =
+      ReadRtProbeCache(options.rt_probe_cache, ReadBootId(options.proc_root),
+                       features.kernel_release);
   return features;
 }
 

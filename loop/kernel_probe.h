@@ -6,9 +6,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "loop/rt_probe_cache.h"
 
 namespace tether::loop {
 
@@ -55,19 +57,30 @@ struct KernelFeatures {
 
   // The futex_waitv(2) syscall (5.16), used by the fallback wake thread.
   bool futex_waitv_syscall = false;
+
+  // This boot's measured verdict on the io_uring CQ-wait timer for
+  // real-time waiters (`tether doctor --rt-probe`, rt_probe_cache.h);
+  // nullopt when no probe ran since boot. Decides DeadlineTimer::kAuto on
+  // PREEMPT_RT (make_wake_port.h).
+  std::optional<RtProbeRecord> rt_probe;
 };
 
 // Where ProbeKernel() reads files, so tests can point it at a fake tree.
 struct ProbeOptions {
   std::string proc_root = "/proc";
   std::string sys_root = "/sys";
+  // Where a cached rt-probe verdict may be (rt_probe_cache.h); empty: none
+  // is read.
+  std::vector<std::string> rt_probe_cache = DefaultRtProbeCachePaths();
 };
 
 // Probes the running kernel: uname, /sys/kernel/realtime, the io_uring sysctl,
 // test rings with each setup flag, the register-probe opcode list, one
 // FUTEX_WAIT on a word that deliberately differs from `expected` (-EAGAIN =
 // supported, -EINVAL = unknown) and a futex_waitv call with no waiters. Never
-// blocks on a futex; each probe ring is closed before returning.
+// blocks on a futex; each probe ring is closed before returning. Reads this
+// boot's cached rt-probe verdict, if any (it does not measure: see
+// rt_probe.h).
 // Any thread; not RT-safe (syscalls, allocates); call once at start.
 KernelFeatures ProbeKernel(const ProbeOptions& options = {});
 

@@ -5,6 +5,7 @@
 #define TETHER_LOOP_MAKE_WAKE_PORT_H_
 
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "loop/kernel_probe.h"
@@ -12,9 +13,25 @@
 
 namespace tether::loop {
 
+// How a port will time deadlines, and why (for its description()).
+struct DeadlineTimerChoice {
+  bool hard = false;  // kHard; false: kRingWait
+  std::string reason;
+};
+
+// Resolves `requested`: kHard and kRingWait stay as they are; kAuto is
+// kRingWait on a kernel that is not PREEMPT_RT (its io_uring wait timeout
+// does not wait for other real-time work there), and on PREEMPT_RT kRingWait
+// only when this boot's rt-probe (features.rt_probe, rt_probe_cache.h)
+// measured the io_uring wait timeout hard for real-time waiters; kHard when
+// it measured it soft or inconclusive, or no probe ran since boot (the safe
+// choice). Any thread; not RT-safe (allocates the reason); pure.
+DeadlineTimerChoice ChooseDeadlineTimer(DeadlineTimer requested,
+                                        const KernelFeatures& features);
+
 // Chooses a backend with ChooseWakeBackend(features, options.backend) and
 // builds it; port->backend() and port->description() say which and why.
-// DeadlineTimer::kAuto becomes kHard on a PREEMPT_RT kernel, else kRingWait.
+// The deadline timer is ChooseDeadlineTimer(options.deadline_timer, features).
 // Errors: FailedPrecondition when the kernel cannot do what is asked (the
 // message says what to change); kUringPersistent is Unimplemented (no kernel
 // offers it; see uring_futex_port.h for where it plugs in).

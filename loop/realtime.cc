@@ -118,6 +118,16 @@ absl::Status SetThreadScheduling(SchedPolicy policy, int priority, pid_t tid) {
   return absl::InternalError(what);
 }
 
+int HighestAllowedCpu() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 0;
+  for (int cpu = CPU_SETSIZE - 1; cpu >= 0; --cpu) {
+    if (CPU_ISSET(cpu, &set)) return cpu;
+  }
+  return 0;
+}
+
 absl::Status SetThreadAffinity(std::span<const int> cpus, pid_t tid) {
   if (cpus.empty()) {
     return absl::InvalidArgumentError("an empty CPU set pins nothing");

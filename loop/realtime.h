@@ -45,6 +45,12 @@ absl::Status SetThreadScheduling(SchedPolicy policy, int priority,
 // Any thread; not RT-safe; setup.
 absl::Status SetThreadAffinity(std::span<const int> cpus, pid_t tid = 0);
 
+// The highest-numbered CPU the calling thread may run on (its affinity
+// mask: cpuset cgroup, taskset), 0 if it cannot be read. Where a real-time
+// experiment puts its load, away from CPU 0's housekeeping. Any thread; not
+// RT-safe (a syscall).
+int HighestAllowedCpu();
+
 // mlockall(MCL_CURRENT | MCL_FUTURE): no page faults on memory already
 // mapped or mapped later. ResourceExhausted / PermissionDenied naming
 // RLIMIT_MEMLOCK (its value), CAP_IPC_LOCK, limits.conf `memlock` and systemd

@@ -64,6 +64,10 @@ absl::StatusOr<std::unique_ptr<UringFutexPort>> UringFutexPort::Create(
   // Room for a re-arm of every slot, the wake read and a few cancels.
   const unsigned entries =
       RoundUpPow2(static_cast<unsigned>(options.max_watches) + 8);
+  // Hard deadlines never use DEFER_TASKRUN: they rely on the registered
+  // eventfd, which a DEFER_TASKRUN ring signals from the futex wake handler
+  // through a deferred path that 6.12.117 takes once and then never again
+  // (see the header).
   const unsigned attempts[] = {
       IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
       IORING_SETUP_SINGLE_ISSUER,
@@ -72,6 +76,7 @@ absl::StatusOr<std::unique_ptr<UringFutexPort>> UringFutexPort::Create(
   };
   int rc = -EINVAL;
   for (unsigned flags : attempts) {
+    if (hard_deadlines && (flags & IORING_SETUP_DEFER_TASKRUN) != 0) continue;
     io_uring_params params;
     std::memset(&params, 0, sizeof(params));
     params.flags = flags | IORING_SETUP_R_DISABLED | IORING_SETUP_CQSIZE;
@@ -117,7 +122,8 @@ absl::StatusOr<std::unique_ptr<UringFutexPort>> UringFutexPort::Create(
       FlagNames(port->setup_flags_), "; deadlines: ",
       hard_deadlines ? "ppoll on a ring eventfd and the fds (hard timer on "
                        "PREEMPT_RT)"
-                     : "io_uring wait timeout (soft timer on PREEMPT_RT)",
+                     : "io_uring wait timeout (a soft timer on PREEMPT_RT "
+                       "kernels without the 6.12.115 fix)",
       options.spin > Duration::zero()
           ? absl::StrCat("; spins up to ", options.spin.count() / 1000,
                          " us before sleeping")

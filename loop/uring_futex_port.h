@@ -3,8 +3,9 @@
 // loop is busy and re-armed (with a value loaded inside the sleep protocol,
 // wake_port.h) in the same io_uring_enter that sleeps: one syscall per sleep.
 //
-// Ring: SINGLE_ISSUER | DEFER_TASKRUN, falling back to SINGLE_ISSUER, then
-// COOP_TASKRUN, then no flags when the kernel refuses one (-EINVAL); always
+// Ring: SINGLE_ISSUER | DEFER_TASKRUN (not with kHard, below), falling back
+// to SINGLE_ISSUER, then COOP_TASKRUN, then no flags when the kernel refuses
+// one (-EINVAL); always
 // created R_DISABLED and enabled by the first Wait(), because SINGLE_ISSUER
 // binds the ring to the enabling thread and the registered ring fd
 // (IORING_REGISTER_RING_FDS, registered then) lives in that thread's table.
@@ -26,6 +27,15 @@
 // an eventfd write triggers (Wake(), a stop-signal fd) do not signal the
 // registered eventfd promptly (eventfd recursion guard): both checked on
 // 6.18, hence fds are polled directly. Costs 3-4 syscalls per sleep.
+// kHard rings are made without DEFER_TASKRUN: on a DEFER_TASKRUN ring a
+// futex wake queues the completion from the wake handler
+// (IOU_F_TWQ_IN_WAKE), which signals the registered eventfd through a
+// deferred (call_rcu) path; Debian's 6.12.117 never clears that path's
+// "signal pending" bit (io_eventfd_do_signal), so the eventfd fires once
+// and never again and the loop sleeps through every later message (found
+// by `./tether rt-lab`; 6.12.107 and 6.18 are fine). Without DEFER_TASKRUN
+// the completion runs as ordinary task work in the loop thread, which
+// interrupts ppoll and signals the eventfd inline.
 //
 // kUringPersistent (extension point, not implemented): a kernel wait that
 // stays armed across wakes would post completions flagged IORING_CQE_F_MORE.

@@ -54,13 +54,17 @@ namespace tether::loop {
 
 // How a port times a deadline.
 enum class DeadlineTimer {
-  // Hard timers on PREEMPT_RT kernels (KernelFeatures::preempt_rt), the
-  // backend's own cheapest timeout elsewhere.
+  // Measured: kRingWait unless the kernel is PREEMPT_RT and this boot's
+  // rt-probe (`tether doctor --rt-probe`, rt_probe.h) did not find the
+  // io_uring wait timeout hard for real-time waiters; kHard then, and when
+  // no probe ran (ChooseDeadlineTimer() in make_wake_port.h).
   kAuto,
   // uring_futex: the io_uring CQ-wait timeout (one io_uring_enter per
-  // sleep). On PREEMPT_RT that hrtimer is *soft*: it expires in the ktimers
-  // thread (SCHED_FIFO 1), so an RT loop's deadline is late while other RT
-  // work runs (a fix marking it hard for RT waiters is proposed, not merged).
+  // sleep). On PREEMPT_RT before Linux 6.12.115 that hrtimer is *soft*: it
+  // expires in the ktimers thread (SCHED_FIFO 1), so an RT loop's deadline
+  // is late while other RT work runs; 6.12.115 ("io_uring/wait: wake
+  // real-time waiters from hard interrupt context") made it hard for RT
+  // waiters.
   kRingWait,
   // A path whose timeout is a hard hrtimer for RT tasks: uring_futex waits
   // in ppoll(2) on an eventfd registered with the ring (the kernel signals

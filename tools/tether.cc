@@ -20,6 +20,7 @@
 #include "tools/cli.h"
 #include "tools/channel_tool.h"
 #include "tools/doctor.h"
+#include "tools/doctor_rt_probe.h"
 #include "tools/echo.h"
 #include "tools/launcher.h"
 #include "tools/list.h"
@@ -46,15 +47,28 @@ ArgParser DoctorParser() {
       "backend a loop would use, PREEMPT_RT, real-time and locked-memory\n"
       "limits, /dev/shm, CPU isolation and frequency governor. Limits and\n"
       "capabilities are those of the user running the doctor.\n"
+      "--rt-probe measures whether io_uring wait timeouts are hard timers\n"
+      "for real-time waiters here (about 1 s of SCHED_FIFO load on one CPU)\n"
+      "and stores the verdict for this boot; loops then choose their\n"
+      "deadline mode from it.\n"
       "Exits 1 if any check FAILs, else 0.");
   parser.AddFlag("json", "print the report as one JSON object");
+  parser.AddFlag("rt-probe",
+                 "run the real-time deadline probe (needs SCHED_FIFO) and "
+                 "store its verdict for this boot");
   return parser;
 }
 
-int RunDoctor(const ParsedArgs& args, std::ostream& out, std::ostream&) {
+int RunDoctor(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   const DoctorOptions options;  // The real /proc, /sys and /dev/shm.
-  const DoctorInputs inputs = GatherDoctorInputs(options);
-  const std::vector<CheckResult> results = RunDoctorChecks(inputs);
+  DoctorInputs inputs = GatherDoctorInputs(options);
+  std::vector<CheckResult> results = RunDoctorChecks(inputs);
+  if (args.Flag("rt-probe")) {
+    err << "tether doctor: rt-probe: about 1 s of a SCHED_FIFO 40 waiter "
+           "beside a SCHED_FIFO 20 load on one CPU...\n";
+    results.push_back(RunRtProbeCheck(&inputs.kernel, RtProbeCheckOptions{}));
+  }
+  results.push_back(CheckDeadlineTimer(inputs.kernel));
   out << (args.Flag("json") ? FormatDoctorJson(inputs, results)
                             : FormatDoctorText(inputs, results));
   return AnyFailed(results) ? kExitFailure : kExitOk;

@@ -43,6 +43,9 @@ class CheckedLoopTest : public ::testing::Test {
     ASSERT_TRUE(stack.ok()) << stack.status();
     stack_ = std::make_unique<transport::StackConfig>(std::move(*stack));
   }
+  // The simulated factory's root (made by Factory(), empty once the factory
+  // is gone) is not the ScopedRoot's: remove it too.
+  void TearDown() override { ::rmdir((root_.root() + "-sim").c_str()); }
   std::unique_ptr<SimulatedEventLoopFactory> Factory() {
     SimulatedOptions options;
     options.shm_root = root_.root() + "-sim";

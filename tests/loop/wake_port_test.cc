@@ -630,6 +630,19 @@ TEST(UringFutexPort, RingUsesSingleIssuerAndDeferTaskrunWhenTheKernelHasThem) {
   EXPECT_EQ((*port)->ring_fd_registered(), Features().register_ring_fd);
 }
 
+// A DEFER_TASKRUN ring signals its registered eventfd for futex completions
+// through a deferred path that Debian's 6.12.117 takes only once (see
+// uring_futex_port.h): hard-deadline rings must not be DEFER_TASKRUN.
+TEST(UringFutexPort, HardDeadlineRingsAreNeverDeferTaskrun) {
+  if (!Features().op_futex_wait) GTEST_SKIP() << "kernel < 6.7";
+  auto port = UringFutexPort::Create(WakePortOptions{}, true, "test");
+  ASSERT_TRUE(port.ok()) << port.status();
+  EXPECT_EQ((*port)->setup_flags() & IORING_SETUP_DEFER_TASKRUN, 0u);
+  if (Features().setup_single_issuer) {
+    EXPECT_NE((*port)->setup_flags() & IORING_SETUP_SINGLE_ISSUER, 0u);
+  }
+}
+
 TEST(UringFutexPort, TheArmedValueCatchesACommitWithoutAnyFutexWake) {
   if (!Features().op_futex_wait) GTEST_SKIP() << "kernel < 6.7";
   for (bool hard : {false, true}) {
