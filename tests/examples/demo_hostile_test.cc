@@ -168,6 +168,20 @@ void ExpectStoppedCleanly(const std::string& out, const std::string& node) {
       << node << " did not stop cleanly";
 }
 
+// After an attack on one channel: no node crashed, every node stopped
+// cleanly, and `untouched` (a channel nobody attacked) flowed to the end.
+void ExpectTheStackSurvived(const std::string& out, const std::string& untouched) {
+  ExpectNoCrash(out);
+  for (const char* node :
+       {"sensors", "estimator", "controller", "actuator", "monitor"}) {
+    ExpectStoppedCleanly(out, node);
+  }
+  const MonitorRow row = RowOf(out, untouched);
+  EXPECT_GT(row.sent, 200) << untouched;
+  EXPECT_EQ(row.received, row.sent) << untouched;
+  EXPECT_EQ(row.missed, 0) << untouched;
+}
+
 // The demo stack under a root of its own, launched by the real launcher for
 // `duration_s` seconds.
 class LiveDemo {
@@ -256,17 +270,8 @@ TEST(DemoHostile, ACorruptRingIsReportedAndTheReaderNeitherSpinsNorHangs) {
   const std::string out = demo.Finish(&status);
   SCOPED_TRACE(out);
   EXPECT_THAT(out, HasSubstr("channel /robot/imu is corrupt"));
-  ExpectNoCrash(out);
-  for (const char* node :
-       {"sensors", "estimator", "controller", "actuator", "monitor"}) {
-    ExpectStoppedCleanly(out, node);
-  }
-  for (const char* channel : {"/robot/joint_command", "/plant/state"}) {
-    const MonitorRow row = RowOf(out, channel);
-    EXPECT_GT(row.sent, 200) << channel;
-    EXPECT_EQ(row.received, row.sent) << channel;
-    EXPECT_EQ(row.missed, 0) << channel;
-  }
+  ExpectTheStackSurvived(out, "/robot/joint_command");
+  ExpectTheStackSurvived(out, "/plant/state");
 }
 
 // Reproducer 2: garbage over /robot/imu's slot headers and payloads, again
@@ -288,14 +293,7 @@ TEST(DemoHostile, GarbageInSlotsNeverCrashesThePublisher) {
   // The publisher's own loop says so, and counts the sends that failed.
   EXPECT_THAT(out, HasSubstr("loop sensors: channel /robot/imu is corrupt"));
   EXPECT_GT(FailedSends(out, "sensors"), 0);
-  ExpectNoCrash(out);
-  for (const char* node :
-       {"sensors", "estimator", "controller", "actuator", "monitor"}) {
-    ExpectStoppedCleanly(out, node);
-  }
-  const MonitorRow plant = RowOf(out, "/plant/state");
-  EXPECT_GT(plant.sent, 200);
-  EXPECT_EQ(plant.received, plant.sent);
+  ExpectTheStackSurvived(out, "/plant/state");
 }
 
 // Reproducer 2b: a channel file truncated to nothing under its publisher
@@ -308,20 +306,15 @@ TEST(DemoHostile, ATruncatedChannelFileSigbusesNobody) {
   const std::string out = demo.Finish(&status);
   SCOPED_TRACE(out);
   // Every process on the channel says so, fetchers and the publisher too.
+  // The first finding is the truncation, or (for a process whose next access
+  // is a check of what it then reads: zeros) what that check found.
   for (const char* node : {"sensors", "estimator", "controller", "monitor"}) {
     EXPECT_THAT(out, HasSubstr(std::string("loop ") + node +
-                               ": channel /robot/joint_state is corrupt (the "
-                               "channel file was truncated"));
+                               ": channel /robot/joint_state is corrupt ("));
   }
+  EXPECT_THAT(out, HasSubstr("the channel file was truncated"));
   EXPECT_GT(FailedSends(out, "sensors"), 0);
-  ExpectNoCrash(out);
-  for (const char* node :
-       {"sensors", "estimator", "controller", "actuator", "monitor"}) {
-    ExpectStoppedCleanly(out, node);
-  }
-  const MonitorRow imu = RowOf(out, "/robot/imu");
-  EXPECT_GT(imu.sent, 200);
-  EXPECT_EQ(imu.received, imu.sent);
+  ExpectTheStackSurvived(out, "/robot/imu");
 }
 
 // Reproducer 4: after a run, zeroed slot headers and a garbage tail. echo,
