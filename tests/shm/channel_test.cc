@@ -214,10 +214,12 @@ TEST(Channel, SizeIsSlotsPlusASmallFixedOverhead) {
   ASSERT_TRUE(c.ok());
   const uint64_t slots = p.pool_size() * p.slot_size;
   const uint64_t overhead = (*c)->Stats().file_size - slots;
-  // Header + publisher and pin registries (a line each) + the sleeper
-  // registry (64 x 8 B) + ring + one 64-byte header per slot.
-  EXPECT_EQ(overhead, 256u + 64u * (4 + 8) + 8u * 64 + 8u * 64 +
-                          64u * p.pool_size());
+  // Data file: header + publisher registry (a line each) + ring + one
+  // 64-byte header per slot. Reader-state file: header + pin registry (a
+  // line each) + the sleeper registry (64 x 8 B) + a pin word per slot.
+  EXPECT_EQ(overhead, 256u + 64u * 4 + 8u * 64 + 64u * p.pool_size() +
+                          128u + 64u * 8 + 8u * 64 +
+                          (8u * p.pool_size() + 63) / 64 * 64);
 }
 
 }  // namespace
