@@ -103,6 +103,13 @@ class Driver final : private SleepHooks {
 
   // Watchers that found their channel corrupt so far. Loop thread.
   int corrupt_watchers() const { return corrupt_watchers_; }
+  // How long a loop with a guest watcher (one that cannot announce itself
+  // as a sleeper, transport::WakeHandle::guest()) sleeps at most before it
+  // looks again: the latency a guest pays for affecting nobody.
+  static constexpr Duration kGuestPoll = std::chrono::milliseconds(2);
+  // Called after a watcher's callback: counts and reports (one line per
+  // watcher) a pinned message overwritten while the callback read it.
+  void CheckOverwrittenWhileRead(internal::Watcher& w);
 
  private:
   bool StopRequested() const;
@@ -132,6 +139,7 @@ class Driver final : private SleepHooks {
   int stop_fd_ = -1;
   const StopSignals* stop_signals_ = nullptr;
   int corrupt_watchers_ = 0;
+  int guest_watchers_ = 0;  // bound every wait by kGuestPoll while > 0
   std::atomic<bool> exit_{false};
 };
 

@@ -52,8 +52,12 @@ absl::StatusOr<std::unique_ptr<ChannelHandle>> ChannelHandle::Create(
   shm::ChannelOptions opts = options;
   const std::string mode = channel.getMode().cStr();
   if (!mode.empty()) opts.mode = static_cast<mode_t>(std::strtoul(mode.c_str(), nullptr, 8));
-  const std::string group = channel.getGroup().cStr();
-  if (!group.empty()) {
+  const std::string reader_mode = channel.getReaderMode().cStr();
+  if (!reader_mode.empty()) {
+    opts.reader_mode =
+        static_cast<mode_t>(std::strtoul(reader_mode.c_str(), nullptr, 8));
+  }
+  auto lookup = [&name](const std::string& group) -> absl::StatusOr<gid_t> {
     // Setup only: getgrnam_r may read /etc/group or NSS.
     struct group entry;
     struct group* found = nullptr;
@@ -65,7 +69,18 @@ absl::StatusOr<std::unique_ptr<ChannelHandle>> ChannelHandle::Create(
           " does not exist on this machine: create it (groupadd) or fix the "
           "channel's group in the config"));
     }
-    opts.group = found->gr_gid;
+    return found->gr_gid;
+  };
+  if (const std::string group = channel.getGroup().cStr(); !group.empty()) {
+    absl::StatusOr<gid_t> gid = lookup(group);
+    if (!gid.ok()) return gid.status();
+    opts.group = *gid;
+  }
+  if (const std::string group = channel.getReaderGroup().cStr();
+      !group.empty()) {
+    absl::StatusOr<gid_t> gid = lookup(group);
+    if (!gid.ok()) return gid.status();
+    opts.reader_group = *gid;
   }
   absl::StatusOr<std::unique_ptr<shm::Channel>> shm =
       shm::Channel::OpenOrCreate(opts, name, *params, metadata);
