@@ -54,6 +54,19 @@ TEST(Channel, OpenOfAMissingChannelSaysWhatToCheck) {
   EXPECT_THAT(c.status().message(), HasSubstr("is the stack running"));
 }
 
+// Found by the channel fuzzer: a corrupt header's depth above 2^31 made the
+// suggestion's bit_ceil undefined behaviour.
+TEST(Channel, AnyQueueDepthIsRefusedWithASuggestionInRange) {
+  for (uint32_t depth : {0u, 3u, 0x80000001u, 0xffffffffu}) {
+    absl::Status s = Validate({.slot_size = 8, .queue_depth = depth,
+                               .max_publishers = 1, .max_pinned = 0});
+    ASSERT_FALSE(s.ok());
+    const std::string m(s.message());
+    EXPECT_THAT(m, ::testing::ContainsRegex("e.g. [0-9]+\\)"));
+    EXPECT_THAT(m, ::testing::Not(HasSubstr("e.g. 0)")));
+  }
+}
+
 TEST(Channel, ParamsMismatchOnOpenNamesBothSides) {
   ScopedRoot root;
   ASSERT_TRUE(Channel::OpenOrCreate(root.options(), "c", SmallParams()).ok());
