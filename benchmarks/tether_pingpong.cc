@@ -53,6 +53,16 @@ absl::Span<std::byte> Bytes(capnp::Data::Builder d) {
 absl::Span<const std::byte> Bytes(capnp::Data::Reader d) {
   return {reinterpret_cast<const std::byte*>(d.begin()), d.size()};
 }
+absl::Span<std::byte> Bytes(std::span<std::byte> d) {
+  return {d.data(), d.size()};
+}
+
+// The payload as a blob written in place in the slot (framing.h): never
+// zeroed or copied; "touch16" writes 16 bytes of it, "full" all of them.
+std::span<std::byte> InitPayload(transport::Loan<Payload>& loan,
+                                 uint32_t size) {
+  return loan.InitBlob("data", size);
+}
 
 // The channels of a session as a stack config.
 std::string StackJson(const Session& s) {
@@ -166,7 +176,7 @@ absl::Status Ping(const Session& s, Setup* setup, Board* board) {
       loop->Exit();
       return;
     }
-    driver.Write(Bytes(loan.root().initData(o.size)), o);
+    driver.Write(Bytes(InitPayload(loan, o.size)), o);
     driver.BeforeSend();
     const transport::PublishResult r = (*sender)->Send(std::move(loan));
     driver.AfterSend();
@@ -216,7 +226,7 @@ absl::Status Pong(const Session& s, Setup* setup, Board* board, int index) {
           loop->Exit();
           return;
         }
-        driver.Write(Bytes(loan.root().initData(a.size)), a);
+        driver.Write(Bytes(InitPayload(loan, a.size)), a);
         if (absl::Status sst = SendStatus((*sender)->Send(std::move(loan)).status);
             !sst.ok()) {
           failure = sst;
@@ -244,8 +254,8 @@ absl::Status Publisher(const Session& s, Setup* setup, Board* board) {
   auto send = [&](const Header& h, uint32_t size) {
     auto loan = (*sender)->MakeLoan();
     if (!loan.valid()) return false;
-    capnp::Data::Builder d = loan.root().initData(size);
-    std::memcpy(d.begin(), &h, sizeof(h));
+    std::span<std::byte> d = InitPayload(loan, size);
+    std::memcpy(d.data(), &h, sizeof(h));
     return (*sender)->Send(std::move(loan)).status ==
            transport::PublishStatus::kOk;
   };

@@ -182,27 +182,10 @@ absl::StatusOr<std::unique_ptr<transport::ChannelSet>> OpenChannelSet(
     entries.push_back(ChannelJson(o.name, o.type_id, o.max_size,
                                   o.frequency_hz, o.queue_depth, 1, 8));
   }
-  // ChannelSet is built from a StackConfig, which is loaded from a file:
-  // write the channels as a stack to an anonymous in-memory file.
   const std::string json = absl::StrCat(
       "{\"channels\": [\n", absl::StrJoin(entries, ",\n"), "\n]}\n");
-  const int fd = ::memfd_create("net-bridge-channels", MFD_CLOEXEC);
-  if (fd < 0) {
-    return absl::InternalError(absl::StrCat("memfd_create: ",
-                                            std::strerror(errno)));
-  }
-  size_t done = 0;
-  while (done < json.size()) {
-    const ssize_t n = ::write(fd, json.data() + done, json.size() - done);
-    if (n <= 0) {
-      ::close(fd);
-      return absl::InternalError("writing the bridge's channel list failed");
-    }
-    done += static_cast<size_t>(n);
-  }
-  absl::StatusOr<transport::StackConfig> stack = transport::LoadStackConfig(
-      absl::StrCat("/proc/self/fd/", fd), schemas.known_types());
-  ::close(fd);
+  absl::StatusOr<transport::StackConfig> stack = transport::ParseStackConfig(
+      json, "<the bridge's channels>", schemas.known_types());
   if (!stack.ok()) {
     return absl::InternalError(absl::StrCat(
         "the bridge's channel list did not load (a bug): ",

@@ -19,6 +19,7 @@
 #include "loop/signals.h"
 #include "net/bridge.h"
 #include "net/bridge_config.h"
+#include "transport/node_environment.h"
 
 namespace {
 
@@ -86,8 +87,13 @@ int main(int argc, char** argv) {
   std::string config_path, root, instance;
   double status_s = 1, print_s = 5, duration_s = 0;
   bool check = false;
-  if (const char* r = std::getenv("TETHER_ROOT"); r && *r) root = r;
-  if (const char* i = std::getenv("TETHER_INSTANCE"); i && *i) instance = i;
+  {
+    // As a node of a stack: the launcher's root and instance.
+    const tether::shm::ChannelOptions env =
+        tether::transport::ReadNodeEnvironment(::getenv, "", "").channels;
+    root = env.root;
+    instance = env.instance;
+  }
   std::vector<std::string> args(argv + 1, argv + argc);
   for (size_t i = 0; i < args.size(); ++i) {
     std::string a = args[i], value;

@@ -21,6 +21,12 @@ load("@rules_cc//cc:defs.bzl", "cc_library")
 
 def capnp_cc_library(name, srcs, deps = [], visibility = None, testonly = False, **kwargs):
     schema_deps = [d + "_schemas" for d in deps]
+    # Used from another workspace (tether as @tether), tether's own schemas
+    # live under external/<repo>: compile them with that prefix stripped, so
+    # imports ("/transport/x.capnp"), output paths and display names are the
+    # same as inside tether.
+    repo = native.repository_name()
+    prefix = "" if repo == "@" else "external/" + repo[1:]
     native.filegroup(
         name = name + "_schemas",
         srcs = srcs + schema_deps,
@@ -43,7 +49,9 @@ def capnp_cc_library(name, srcs, deps = [], visibility = None, testonly = False,
             # is where Bazel declared the outputs, and display names keep the
             # full path ("pkg/x.capnp:Type").
             cmd = ("capnp compile -I. -I/usr/include " +
-                   "-oc++:$(GENDIR) $(location {src}) && " +
+                   ("-I{p} --src-prefix={p} ".format(p = prefix) if prefix else "") +
+                   "-oc++:$(GENDIR)" + ("/" + prefix if prefix else "") +
+                   " $(location {src}) && " +
                    # capnp writes imports of our own schemas as angle
                    # includes (<pkg/x.capnp.h>); Bazel puts generated files
                    # on the quote path, so turn those into quote includes.
@@ -61,7 +69,7 @@ def capnp_cc_library(name, srcs, deps = [], visibility = None, testonly = False,
         name = name,
         srcs = gen_srcs,
         hdrs = gen_hdrs,
-        deps = deps + ["//third_party:capnp"],
+        deps = deps + [str(Label("//third_party:capnp"))],
         # Generated code is not ours to warn about.
         copts = ["-Wno-unused-parameter"],
         visibility = visibility,

@@ -50,6 +50,11 @@ const std::string& ParsedArgs::Positional(std::string_view name) const {
   return Lookup(positionals_, name, "undeclared positional");
 }
 
+const std::vector<std::string>& ParsedArgs::PositionalList(
+    std::string_view name) const {
+  return Lookup(positional_lists_, name, "undeclared positional list");
+}
+
 ArgParser::ArgParser(std::string command, std::string description)
     : command_(std::move(command)), description_(std::move(description)) {}
 
@@ -83,8 +88,20 @@ void ArgParser::AddPositional(std::string name, std::string help,
   if (required && !positionals_.empty() && !positionals_.back().required) {
     Misuse("required positional after an optional one", name);
   }
+  if (positional_list_.has_value()) {
+    Misuse("positional after a positional list", name);
+  }
   positionals_.push_back(
       PositionalSpec{std::move(name), std::move(help), required});
+}
+
+void ArgParser::AddPositionalList(std::string name, std::string help,
+                                  bool required) {
+  if (name.empty() || positional_list_.has_value()) {
+    Misuse("empty or second positional list", name);
+  }
+  positional_list_ =
+      PositionalSpec{std::move(name), std::move(help), required};
 }
 
 absl::StatusOr<ParsedArgs> ArgParser::Parse(
@@ -100,6 +117,9 @@ absl::StatusOr<ParsedArgs> ArgParser::Parse(
   }
   for (const PositionalSpec& spec : positionals_) {
     parsed.positionals_[spec.name] = "";
+  }
+  if (positional_list_.has_value()) {
+    parsed.positional_lists_[positional_list_->name] = {};
   }
 
   // Help wins over every other problem.
@@ -157,6 +177,18 @@ absl::StatusOr<ParsedArgs> ArgParser::Parse(
     parsed.options_given_[name] = true;
   }
 
+  if (positional_list_.has_value()) {
+    if (words.size() > positionals_.size()) {
+      parsed.positional_lists_[positional_list_->name].assign(
+          words.begin() + positionals_.size(), words.end());
+      words.resize(positionals_.size());
+    } else if (positional_list_->required &&
+               words.size() == positionals_.size()) {
+      return absl::InvalidArgumentError("missing argument <" +
+                                        positional_list_->name + "...> for " +
+                                        command_ + see_help);
+    }
+  }
   if (words.size() > positionals_.size()) {
     return absl::InvalidArgumentError("unexpected argument '" +
                                       words[positionals_.size()] + "' for " +
@@ -181,12 +213,20 @@ std::string ArgParser::Help() const {
   for (const PositionalSpec& p : positionals_) {
     out << (p.required ? " <" : " [<") << p.name << (p.required ? ">" : ">]");
   }
+  if (positional_list_.has_value()) {
+    out << (positional_list_->required ? " <" : " [<") << positional_list_->name
+        << (positional_list_->required ? ">..." : ">...]");
+  }
   out << "\n\n" << description_ << "\n";
 
   // Two aligned columns: the left side of each row, then its help.
   std::vector<std::pair<std::string, std::string>> rows;
   for (const PositionalSpec& p : positionals_) {
     rows.emplace_back("<" + p.name + ">", p.help);
+  }
+  if (positional_list_.has_value()) {
+    rows.emplace_back("<" + positional_list_->name + ">...",
+                      positional_list_->help);
   }
   const size_t positional_rows = rows.size();
   for (const Spec& s : specs_) {

@@ -4,6 +4,7 @@
 #define TETHER_TOOLS_ARG_PARSER_H_
 
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -30,6 +31,8 @@ class ParsedArgs {
   bool HasOption(std::string_view name) const;
   // The positional declared as `name`, or "" for an absent optional one.
   const std::string& Positional(std::string_view name) const;
+  // The words collected by AddPositionalList(name) (maybe none).
+  const std::vector<std::string>& PositionalList(std::string_view name) const;
 
  private:
   friend class ArgParser;
@@ -38,6 +41,8 @@ class ParsedArgs {
   std::map<std::string, std::string, std::less<>> options_;
   std::map<std::string, bool, std::less<>> options_given_;
   std::map<std::string, std::string, std::less<>> positionals_;
+  std::map<std::string, std::vector<std::string>, std::less<>>
+      positional_lists_;
 };
 
 // Declares a command's arguments, parses them and renders its --help.
@@ -55,6 +60,11 @@ class ArgParser {
                  std::string default_value = "");
   // Declares the next positional argument. Optional ones must come last.
   void AddPositional(std::string name, std::string help, bool required = true);
+  // Declares that the words after the positionals go to a list (zero or
+  // more, or at least one if `required`), e.g. FIELD... or /a:=/b...
+  // At most one, after every AddPositional().
+  void AddPositionalList(std::string name, std::string help,
+                         bool required = false);
 
   // Parses `args` (the words after the command name). "--" ends options.
   // InvalidArgument names the bad word and points at --help.
@@ -81,6 +91,7 @@ class ArgParser {
   std::string description_;
   std::vector<Spec> specs_;
   std::vector<PositionalSpec> positionals_;
+  std::optional<PositionalSpec> positional_list_;
 };
 
 }  // namespace tether::tools

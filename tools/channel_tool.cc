@@ -1,26 +1,49 @@
 #include "tools/channel_tool.h"
 
 #include <cmath>
+#include <cstdlib>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "loop/signals.h"
+#include "transport/names.h"
+#include "transport/node_environment.h"
 
 namespace tether::tools {
 
 void AddRootInstanceOptions(ArgParser& parser) {
-  parser.AddOption("root", "DIR", "directory holding channel instances",
-                   "/dev/shm/tether");
-  parser.AddOption("instance", "NAME", "stack instance (a folder under root)",
-                   "default");
+  parser.AddOption("root", "DIR",
+                   "directory holding channel instances (default: "
+                   "$TETHER_ROOT if set, as the launcher sets it for its "
+                   "nodes, else /dev/shm/tether)",
+                   "");
+  parser.AddOption("instance", "NAME",
+                   "stack instance, a folder under root (default: "
+                   "$TETHER_INSTANCE if set, else default)",
+                   "");
 }
 
-shm::ChannelOptions RootInstanceFrom(const ParsedArgs& args) {
-  shm::ChannelOptions options;
-  options.root = args.Option("root");
-  options.instance = args.Option("instance");
-  return options;
+bool RootInstanceFrom(const ParsedArgs& args, const char* command,
+                      shm::ChannelOptions* out, std::ostream& err) {
+  // A command run by a launched node (or in a shell that exported the
+  // launcher's variables) sees the node's stack unless told otherwise.
+  shm::ChannelOptions options =
+      transport::ReadNodeEnvironment(::getenv, "", "").channels;
+  if (args.HasOption("root")) options.root = args.Option("root");
+  if (args.HasOption("instance")) options.instance = args.Option("instance");
+  if (options.root.empty()) {
+    err << command << ": --root is empty; give the directory that holds "
+        << "channel instances, e.g. /dev/shm/tether\n";
+    return false;
+  }
+  if (absl::Status bad = transport::CheckInstanceName(options.instance);
+      !bad.ok()) {
+    err << command << ": " << bad.message() << "\n";
+    return false;
+  }
+  *out = std::move(options);
+  return true;
 }
 
 absl::StatusOr<std::unique_ptr<transport::ChannelHandle>> OpenChannelByName(
@@ -87,6 +110,29 @@ bool ParsePositiveOption(const ParsedArgs& args, const char* command,
     err << command << ": --" << name << " " << args.Option(name)
         << " is not a number > 0; see " << command << " --help\n";
     return false;
+  }
+  return true;
+}
+
+bool ParseSecondsOption(const ParsedArgs& args, const char* command,
+                        const char* name, double* out, std::ostream& err) {
+  if (!absl::SimpleAtod(args.Option(name), out) || !std::isfinite(*out) ||
+      *out < 0 || *out > 1e9) {
+    err << command << ": --" << name << " " << args.Option(name)
+        << " is not a number of seconds >= 0; see " << command << " --help\n";
+    return false;
+  }
+  return true;
+}
+
+bool ParseStartEndOptions(const ParsedArgs& args, const char* command,
+                          std::optional<double>* start,
+                          std::optional<double>* end, std::ostream& err) {
+  for (const char* name : {"start", "end"}) {
+    if (!args.HasOption(name)) continue;
+    double v = 0;
+    if (!ParseSecondsOption(args, command, name, &v, err)) return false;
+    *(name[0] == 's' ? start : end) = v;
   }
   return true;
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -25,9 +26,13 @@ namespace tether::tools {
 // Empty means "never".
 using StopFn = std::function<bool()>;
 
-// --root and --instance (same defaults as `tether list`).
+// --root and --instance. Unset, they are $TETHER_ROOT and $TETHER_INSTANCE
+// (what the launcher gives its nodes), else /dev/shm/tether and default.
 void AddRootInstanceOptions(ArgParser& parser);
-shm::ChannelOptions RootInstanceFrom(const ParsedArgs& args);
+// Sets *out from them; a bad instance name (transport/names.h) is printed
+// as "<command>: ..." on `err` and returns false (exit with kExitUsage).
+bool RootInstanceFrom(const ParsedArgs& args, const char* command,
+                      shm::ChannelOptions* out, std::ostream& err);
 
 // A channel opened by name with its message type loaded from the schema
 // blob the channel carries (no compiled-in schemas needed).
@@ -51,6 +56,15 @@ bool ParseCountOption(const ParsedArgs& args, const char* command,
 // A finite number > 0 (rates in Hz, seconds).
 bool ParsePositiveOption(const ParsedArgs& args, const char* command,
                          const char* name, double* out, std::ostream& err);
+
+// A finite number of seconds >= 0 (positions in a log).
+bool ParseSecondsOption(const ParsedArgs& args, const char* command,
+                        const char* name, double* out, std::ostream& err);
+
+// --start and --end SECONDS, each set only when given.
+bool ParseStartEndOptions(const ParsedArgs& args, const char* command,
+                          std::optional<double>* start,
+                          std::optional<double>* end, std::ostream& err);
 
 // Installs SIGINT/SIGTERM handling for the life of the returned guard and
 // sets *stop to poll it. On failure writes to err and returns null.

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -17,6 +18,7 @@
 #include "shm/owner.h"
 #include "tools/channel_tool.h"
 #include "tools/cli.h"
+#include "tools/instance_lock.h"
 
 namespace tether::tools {
 namespace {
@@ -168,6 +170,29 @@ absl::StatusOr<CleanReport> CleanInstance(const shm::ChannelOptions& options,
   }
   for (const std::string& f : hidden) {
     CleanEntry entry{.name = f};
+    if (f == kInstanceLockFile) {
+      // A launcher that runs the instance keeps its folder.
+      if (std::optional<pid_t> holder = InstanceLock::Holder(options)) {
+        entry.reason = *holder > 0
+            ? absl::StrCat("kept: launcher pid ", *holder,
+                           " runs this instance")
+            : "kept: a launcher runs this instance";
+      } else if (dry_run) {
+        entry.removed = true;
+        entry.reason = "lock of no running launcher";
+      } else if (absl::StatusOr<bool> gone =
+                     InstanceLock::RemoveIfUnused(options);
+                 !gone.ok()) {
+        entry.reason = absl::StrCat("kept: cannot remove (",
+                                    gone.status().message(), ")");
+      } else {
+        entry.removed = *gone;
+        entry.reason = *gone ? "lock of no running launcher"
+                             : "kept: a launcher runs this instance";
+      }
+      report.entries.push_back(std::move(entry));
+      continue;
+    }
     const pid_t pid = TmpCreator(f);
     if (pid < 0) {
       entry.reason = "kept: not a tether temporary file";
@@ -240,8 +265,10 @@ ArgParser CleanParser() {
 int RunCleanCommand(const ParsedArgs& args, std::ostream& out,
                     std::ostream& err) {
   const bool dry_run = args.Flag("dry-run");
+  shm::ChannelOptions where;
+  if (!RootInstanceFrom(args, "tether clean", &where, err)) return kExitUsage;
   absl::StatusOr<CleanReport> report =
-      CleanInstance(RootInstanceFrom(args), dry_run, args.Flag("force"));
+      CleanInstance(where, dry_run, args.Flag("force"));
   if (!report.ok()) {
     err << "tether clean: " << report.status().message() << "\n";
     return kExitFailure;

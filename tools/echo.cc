@@ -180,7 +180,7 @@ ArgParser EchoParser() {
 int RunEchoCommand(const ParsedArgs& args, std::ostream& out,
                    std::ostream& err) {
   EchoOptions options;
-  options.channels = RootInstanceFrom(args);
+  if (!RootInstanceFrom(args, "tether echo", &options.channels, err)) return kExitUsage;
   options.channel = args.Positional("channel");
   options.context = args.Flag("context");
   options.from_oldest = args.Flag("from-oldest");

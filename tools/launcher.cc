@@ -9,10 +9,12 @@
 #include <cerrno>
 #include <climits>
 #include <filesystem>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "tools/instance_lock.h"
 #include "tools/launch_plan.h"
 #include "tools/launcher_status.capnp.h"
 #include "tools/node_process.h"
@@ -101,6 +103,7 @@ class Launcher::Impl {
   std::ostream& out_;
   std::ostream& err_;
   LaunchPlan plan_;
+  std::optional<InstanceLock> lock_;  // Held for the launcher's life.
   std::unique_ptr<transport::ChannelSet> channels_;
   std::unique_ptr<StatusPublisher> status_publisher_;
   std::vector<Node> nodes_;
@@ -130,6 +133,11 @@ absl::Status Launcher::Impl::Prepare() {
   for (const std::string& w : warnings) Warn(w);
   if (!plan.ok()) return plan.status();
   plan_ = std::move(*plan);
+  // Before anything is created: a second launcher of the instance touches
+  // nothing.
+  absl::StatusOr<InstanceLock> lock = InstanceLock::Acquire(options_.channels);
+  if (!lock.ok()) return lock.status();
+  lock_ = std::move(*lock);
   if (plan_.stack->FindChannel(kLauncherStatusChannel).has_value()) {
     return absl::InvalidArgumentError(absl::StrCat(
         plan_.stack_path, ": channel ", kLauncherStatusChannel,

@@ -102,7 +102,7 @@ ArgParser PubParser() {
 int RunPubCommand(const ParsedArgs& args, std::ostream& out,
                   std::ostream& err) {
   PubOptions options;
-  options.channels = RootInstanceFrom(args);
+  if (!RootInstanceFrom(args, "tether pub", &options.channels, err)) return kExitUsage;
   options.channel = args.Positional("channel");
   options.json = args.Positional("json");
   if (args.HasOption("rate")) {

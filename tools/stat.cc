@@ -230,7 +230,7 @@ ArgParser StatParser() {
 int RunStatCommand(const ParsedArgs& args, std::ostream& out,
                    std::ostream& err) {
   StatOptions options;
-  options.channels = RootInstanceFrom(args);
+  if (!RootInstanceFrom(args, "tether stat", &options.channels, err)) return kExitUsage;
   for (absl::string_view name :
        absl::StrSplit(args.Positional("channels"), ',', absl::SkipEmpty())) {
     options.names.emplace_back(name);

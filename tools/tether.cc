@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,10 @@
 #include "tools/list.h"
 #include "tools/net_bridge_command.h"
 #include "tools/package_binary.h"
+#include "tools/log_command.h"
 #include "tools/pub.h"
+#include "tools/record.h"
+#include "tools/replay.h"
 #include "tools/stat.h"
 #include "transport/channel_handle.h"
 #include "transport/node_environment.h"
@@ -71,8 +75,10 @@ ArgParser ListParser() {
 }
 
 int RunList(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
+  shm::ChannelOptions where;
+  if (!RootInstanceFrom(args, "tether list", &where, err)) return kExitUsage;
   absl::StatusOr<std::vector<transport::ChannelSummary>> channels =
-      transport::ListChannels(RootInstanceFrom(args));
+      transport::ListChannels(where);
   if (!channels.ok()) {
     err << "tether list: " << channels.status().message() << "\n";
     return kExitFailure;
@@ -143,7 +149,7 @@ bool ParseSeconds(const ParsedArgs& args, const char* name, bool positive,
 int RunLaunch(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   LaunchOptions options;
   options.stack_path = args.Positional("stack");
-  options.channels = RootInstanceFrom(args);
+  if (!RootInstanceFrom(args, "tether launch", &options.channels, err)) return kExitUsage;
   options.working_directory = args.Option("workdir");
   options.status_json_path = args.Option("status-json");
   options.status_channel = !args.Flag("no-status-channel");
@@ -227,6 +233,12 @@ constexpr Command kCommands[] = {
     {"net-bridge",
      "forward chosen channels to and from other hosts over Cyclone DDS",
      &NetBridgeParser, &RunNetBridgeCommand},
+    {"record", "record a stack's channels into an MCAP log, losses included",
+     &RecordParser, &RunRecordCommand},
+    {"replay", "play a log back into shared memory in real time",
+     &ReplayParser, &RunReplayCommand},
+    {"log", "log tools: info, cat, check, recover, plot (tether log --help)",
+     &LogParser, &RunLogCommand},
 };
 
 }  // namespace
@@ -242,6 +254,11 @@ int main(int argc, char** argv) {
   if (!args.empty() && args[0] == "net-bridge") {
     return tether::tools::ExecNetBridge(
         std::span<const std::string>(args).subspan(1), std::cerr);
+  }
+  // `tether log <command>` has a command table of its own.
+  if (!args.empty() && args[0] == "log") {
+    return tether::tools::RunLogCli(std::span(args).subspan(1), std::cout,
+                                    std::cerr);
   }
   return tether::tools::RunCli(tether::tools::kCommands, args, std::cout,
                                std::cerr);

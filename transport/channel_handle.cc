@@ -10,6 +10,7 @@
 #include "kj/exception.h"
 #include "transport/channel_info.capnp.h"
 #include "transport/config.h"
+#include "transport/names.h"
 
 namespace tether::transport {
 
@@ -18,6 +19,10 @@ absl::StatusOr<std::unique_ptr<ChannelHandle>> ChannelHandle::Create(
     const SchemaRegistry& schemas) {
   const std::string name = channel.getName().cStr();
   const std::string type = channel.getType().cStr();
+  if (absl::Status bad = CheckInstanceName(options.instance); !bad.ok()) {
+    return bad;
+  }
+  if (absl::Status bad = CheckChannelName(name); !bad.ok()) return bad;
   std::optional<capnp::StructSchema> schema = schemas.FindByName(type);
   if (!schema.has_value() && type.rfind("0x", 0) == 0) {
     schema = schemas.Find(std::strtoull(type.c_str(), nullptr, 16));
@@ -90,6 +95,9 @@ absl::StatusOr<std::unique_ptr<ChannelHandle>> ChannelHandle::Create(
 
 absl::StatusOr<std::unique_ptr<ChannelHandle>> ChannelHandle::Open(
     const shm::ChannelOptions& options, const std::string& name) {
+  if (absl::Status bad = CheckInstanceName(options.instance); !bad.ok()) {
+    return bad;
+  }
   absl::StatusOr<std::unique_ptr<shm::Channel>> shm =
       shm::Channel::Open(options, name);
   if (!shm.ok()) return shm.status();
@@ -146,6 +154,9 @@ std::span<const std::byte> ChannelHandle::schema() const {
 
 absl::StatusOr<std::vector<ChannelSummary>> ListChannels(
     const shm::ChannelOptions& options) {
+  if (absl::Status bad = CheckInstanceName(options.instance); !bad.ok()) {
+    return bad;
+  }
   absl::StatusOr<std::vector<std::string>> names = shm::Channel::List(options);
   if (!names.ok()) return names.status();
   std::vector<ChannelSummary> out;

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "shm/queue_params.h"
+#include "transport/names.h"
 #include "transport/queue_shape.h"
 #include "transport/text_hints.h"
 
@@ -60,24 +61,6 @@ class StackValidator {
     return path;
   }
 
-  static bool IsChannelName(absl::string_view name) {
-    if (name.size() < 2 || name[0] != '/' || name.back() == '/') return false;
-    size_t part_start = 1;
-    for (size_t i = 1; i <= name.size(); ++i) {
-      if (i == name.size() || name[i] == '/') {
-        const absl::string_view part = name.substr(part_start, i - part_start);
-        if (part.empty() || part == "." || part == "..") return false;
-        part_start = i + 1;
-        continue;
-      }
-      const char ch = name[i];
-      if (!absl::ascii_isalnum(ch) && ch != '_' && ch != '-' && ch != '.') {
-        return false;
-      }
-    }
-    return true;
-  }
-
   static bool IsSimpleName(absl::string_view name) {
     if (name.empty()) return false;
     for (char ch : name) {
@@ -98,12 +81,8 @@ class StackValidator {
     if (name.empty()) {
       problems_.Error(file, ChannelPath(i, "name"),
             "missing; name the channel like \"/robot/joint_state\"");
-    } else if (!IsChannelName(name)) {
-      problems_.Error(file, ChannelPath(i, "name"),
-            absl::StrCat(Quote(name),
-                         " is not a channel name; use '/'-separated parts of "
-                         "letters, digits, '_', '-' and '.', like "
-                         "\"/robot/joint_state\""));
+    } else if (absl::Status bad = CheckChannelName(name); !bad.ok()) {
+      problems_.Error(file, ChannelPath(i, "name"), std::string(bad.message()));
     } else {
       auto [it, inserted] = by_name.emplace(name, i);
       if (!inserted) {

@@ -13,6 +13,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/examples/demo_run.h"
 #include "tests/shm/shm_test_util.h"
 
 namespace tether::examples {
@@ -20,30 +21,14 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string RunCommand(const std::string& command, int* status) {
-  std::string out;
-  FILE* p = ::popen(command.c_str(), "r");
-  if (p == nullptr) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  *status = ::pclose(p);
-  return out;
-}
+using examples::testing::DemoWorkdir;
+using examples::testing::ExpectTheDemoRanWell;
+using examples::testing::RunCommand;
 
 TEST(DemoLaunch, EveryChannelFlowsAndNothingIsMissed) {
   shm::testing::ScopedRoot root;
-  // The config names binaries as bazel-bin/examples/<node> (run from the
-  // repo root); in runfiles they are examples/<node>: a working directory
-  // with bazel-bin -> the runfiles root makes both hold.
-  char cwd[4096];
-  ASSERT_NE(::getcwd(cwd, sizeof(cwd)), nullptr);
-  const std::string work = root.root() + "-work";
-  ASSERT_EQ(::mkdir(work.c_str(), 0755), 0);
-  ASSERT_EQ(::symlink(cwd, (work + "/bazel-bin").c_str()), 0);
-  ASSERT_EQ(::symlink((std::string(cwd) + "/examples").c_str(),
-                      (work + "/examples").c_str()),
-            0);
+  DemoWorkdir workdir(root.root() + "-work");
+  const std::string& work = workdir.path();
   const std::string where = " --root " + root.root() + " --instance demo";
   FILE* launch = ::popen(("tools/tether launch " + work +
                           "/examples/config/example_stack.json" + where +
@@ -86,41 +71,9 @@ TEST(DemoLaunch, EveryChannelFlowsAndNothingIsMissed) {
   size_t n;
   while ((n = std::fread(buf, 1, sizeof(buf), launch)) > 0) out.append(buf, n);
   const int status = ::pclose(launch);
-  if (std::system(("rm -rf '" + work + "'").c_str()) != 0) ADD_FAILURE();
   SCOPED_TRACE(out);
   ASSERT_EQ(status, 0);
-  // The monitor's summary: every 1 kHz channel at about its rate, 0 missed.
-  for (const char* channel :
-       {"/robot/imu", "/robot/joint_state", "/robot/state_estimate",
-        "/robot/joint_command", "/plant/state"}) {
-    std::regex row(std::string("\\[monitor\\] ") + channel +
-                   R"(\s+(\d+)\s+(\d+)\s+(\d+)\s+([\d.]+))");
-    std::smatch m;
-    ASSERT_TRUE(std::regex_search(out, m, row)) << channel;
-    const long sent = std::stol(m[1]), received = std::stol(m[2]),
-               missed = std::stol(m[3]);
-    const double rate = std::stod(m[4]);
-    // ~4 s at 1 kHz minus start-up; other tests may load the machine (the
-    // phased loops then skip cycles, counted by the controller), so the
-    // bounds are loose: flowing, at about its rate, nothing lost.
-    EXPECT_GT(sent, 1000) << channel;
-    EXPECT_EQ(received, sent) << channel;
-    EXPECT_EQ(missed, 0) << channel;
-    EXPECT_GT(rate, 500) << channel;
-    EXPECT_LT(rate, 1100) << channel;
-  }
-  // The controller tracked (millimetres, not metres) and says so.
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(
-      out, m, std::regex(R"(\[controller\] controller: tracking rms ([\d.]+) mm)")));
-  EXPECT_LT(std::stod(m[1]), 20.0);
-  // Every node stopped by the launcher, cleanly, in the summary.
-  for (const char* node :
-       {"sensors", "estimator", "controller", "actuator", "monitor"}) {
-    EXPECT_TRUE(std::regex_search(
-        out, std::regex(std::string("\n") + node + R"(\s+stopped\s+-\s+0\s+exit code 0)")))
-        << node;
-  }
+  ExpectTheDemoRanWell(out);
 }
 
 }  // namespace

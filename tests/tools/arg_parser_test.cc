@@ -103,5 +103,23 @@ TEST(ArgParser, HelpListsUsageArgumentsOptionsAndDefaults) {
   EXPECT_THAT(help, HasSubstr("-h, --help"));
 }
 
+TEST(ArgParser, PositionalListCollectsTheRemainingWords) {
+  ArgParser parser("tether log plot", "Plots fields.");
+  parser.AddOption("out", "PNG", "output file", "plot.png");
+  parser.AddPositional("file", "the log");
+  parser.AddPositionalList("field", "fields to plot", /*required=*/true);
+  const std::vector<std::string> args = {"run.mcap", "/a.x", "--out=p.png",
+                                         "/b.y"};
+  absl::StatusOr<ParsedArgs> p = parser.Parse(args);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->Positional("file"), "run.mcap");
+  EXPECT_THAT(p->PositionalList("field"), ::testing::ElementsAre("/a.x", "/b.y"));
+  const std::vector<std::string> file_only = {"run.mcap"};
+  absl::StatusOr<ParsedArgs> none = parser.Parse(file_only);
+  ASSERT_FALSE(none.ok());
+  EXPECT_THAT(std::string(none.status().message()), HasSubstr("<field...>"));
+  EXPECT_THAT(parser.Help(), HasSubstr("<file> <field>..."));
+}
+
 }  // namespace
 }  // namespace tether::tools

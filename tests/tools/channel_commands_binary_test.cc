@@ -31,6 +31,45 @@ using ::testing::Not;
 using test::Outcome;
 using test::RunTether;
 
+// A command run inside a node (or a shell with the launcher's variables)
+// sees that node's stack; flags win over the variables; names that would
+// escape the root are refused before anything is read or removed.
+TEST(ChannelCommandsBinary, RootAndInstanceComeFromTheLaunchersVariables) {
+  shm::testing::ScopedRoot root;
+  transport::SchemaRegistry schemas;
+  schemas.Register<Scalars>();
+  capnp::MallocMessageBuilder m;
+  auto c = m.initRoot<transport::config::Channel>();
+  c.setName("/robot/scalars");
+  c.setType("tests/transport/framing_test.capnp:Scalars");
+  c.setMaxSize(256);
+  c.setQueueDepth(8);
+  shm::ChannelOptions options = root.options();
+  options.instance = "stack-a";
+  auto ch = transport::ChannelHandle::Create(options, c.asReader(), schemas);
+  ASSERT_TRUE(ch.ok()) << ch.status();
+
+  ASSERT_EQ(::setenv("TETHER_ROOT", root.root().c_str(), 1), 0);
+  ASSERT_EQ(::setenv("TETHER_INSTANCE", "stack-a", 1), 0);
+  Outcome list = RunTether({"list"});
+  EXPECT_EQ(list.code, 0) << list.err;
+  EXPECT_THAT(list.out, HasSubstr("/robot/scalars"));
+  Outcome other = RunTether({"list", "--instance", "stack-b"});
+  EXPECT_THAT(other.out + other.err, Not(HasSubstr("/robot/scalars")));
+  Outcome stat = RunTether({"stat", "/robot/scalars", "--duration", "0.2"});
+  EXPECT_EQ(stat.code, 0) << stat.err;
+
+  for (const char* bad : {"..", "", "../stack-a", "."}) {
+    Outcome o = RunTether({"clean", "--instance", bad});
+    EXPECT_EQ(o.code, 2) << bad;
+    EXPECT_THAT(o.err, HasSubstr("is not an instance name")) << bad;
+  }
+  ::unsetenv("TETHER_ROOT");
+  ::unsetenv("TETHER_INSTANCE");
+  // The channel and its folder are still there.
+  EXPECT_TRUE(transport::ChannelHandle::Open(options, "/robot/scalars").ok());
+}
+
 TEST(ChannelCommandsBinary, PubThenEchoPrintsTheMessage) {
   shm::testing::ScopedRoot root;
   transport::SchemaRegistry schemas;

@@ -18,6 +18,7 @@
 #include "tests/shm/shm_test_util.h"
 #include "tests/tools/json_test_parser.h"
 #include "tests/tools/launch_test_util.h"
+#include "tests/util/run_command.h"
 
 extern char** environ;
 
@@ -177,6 +178,39 @@ TEST_F(TetherLaunchTest, NodesDieWithASigkilledLauncher) {
   for (pid_t pid : pids) {
     EXPECT_TRUE(WaitUntil([&] { return ProcessGone(pid); }, kGenerous)) << pid;
   }
+}
+
+// One launcher per instance, with or without the status channel: the
+// second is refused naming the first, and the lock goes with the first
+// however it ends (here SIGKILL), so the next launch runs.
+TEST_F(TetherLaunchTest, ASecondLauncherOfTheInstanceIsRefusedUntilTheFirstDies) {
+  WriteFile(File("stack.json"),
+            StackJson({}, {ShellNode("a", "exec sleep 30")}));
+  std::vector<std::string> args = {File("stack.json"), "--status-json",
+                                   File("status.json"), "--no-status-channel"};
+  for (const std::string& a : ChannelArgs()) args.push_back(a);
+  Spawn(args);
+  const pid_t first = pid_;
+  ASSERT_EQ(WaitForRunningNodes(1).size(), 1u);
+
+  std::string out;
+  const std::string second = absl::StrCat(
+      TetherPath(), " launch ", File("stack.json"),
+      " --no-status-channel --duration 1 --root ", root_.root(),
+      " --instance test 2>&1");
+  int status = 0;
+  out = ::tether::testing::RunCommand(second, &status);
+  EXPECT_EQ(WEXITSTATUS(status), 1) << out;
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("another launcher (pid ", first,
+                                          ") is running stack instance "
+                                          "\"test\"")));
+  EXPECT_THAT(out, Not(HasSubstr("created")));
+
+  ASSERT_EQ(::kill(first, SIGKILL), 0);
+  EXPECT_EQ(Wait(kGenerous), 128 + SIGKILL);
+  out = ::tether::testing::RunCommand(second, &status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << out;
+  EXPECT_THAT(out, HasSubstr("--duration 1.00 s is over"));
 }
 
 TEST_F(TetherLaunchTest, RunsForDurationAndPrefixesOutput) {

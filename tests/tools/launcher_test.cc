@@ -607,7 +607,8 @@ TEST_F(LauncherTest, PublishesStatusAsJsonAndOnTheStatusChannel) {
       Launcher::Create(options, DemoTypes(), out2, err2);
   ASSERT_FALSE(second.ok());
   EXPECT_THAT(second.status().message(),
-              HasSubstr("another launcher is running stack instance \"test\""));
+              HasSubstr(absl::StrCat("another launcher (pid ", ::getpid(),
+                                     ") is running stack instance \"test\"")));
 
   running->Stop();
   json = test::ParseJson(testing::ReadFile(options.status_json_path));

@@ -97,7 +97,9 @@ TEST(TetherBinary, DoctorJsonPassesOnThisMachineWithTheExpectedKeys) {
   EXPECT_EQ(ids, (std::set<std::string>{"io_uring", "io_uring_futex",
                                         "ring_setup", "wake_backend",
                                         "preempt_rt", "rtprio", "memlock",
-                                        "dev_shm", "cpus", "cpu_governor"}));
+                                        "dev_shm", "cpus", "cpu_governor",
+                                        "logind_remove_ipc",
+                                        "channel_folders"}));
 }
 
 TEST(TetherBinary, DoctorTextReportEndsWithTheCounts) {

@@ -113,6 +113,10 @@ std::vector<BadConfig> BadConfigs() {
        {{"stack.json", Stack({Channel("robot//x")})}},
        {"channels[0].name: \"robot//x\" is not a channel name",
         "like \"/robot/joint_state\""}},
+      {"ChannelNameTooLongForAFile",
+       {{"stack.json", Stack({Channel("/" + std::string(260, 'x'))})}},
+       {"channels[0].name: channel name \"/xxxx", "is too long: its file "
+        "name is 263 bytes ('/' is written %2F), at most 200 fit"}},
       {"UnknownType",
        {{"stack.json",
          Stack(

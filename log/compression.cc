@@ -1,0 +1,108 @@
+#include "log/compression.h"
+
+#include <zlib.h>
+#include <zstd.h>
+
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace tether::log {
+
+// Largest chunk we agree to inflate: a corrupt size field must not make us
+// allocate terabytes.
+constexpr uint64_t kMaxUncompressedChunk = uint64_t{4} << 30;
+
+std::string_view McapCompressionName(Compression compression) {
+  return compression == Compression::kZstd ? "zstd" : "";
+}
+
+absl::StatusOr<Compression> ParseCompression(std::string_view name) {
+  if (name == "zstd") return Compression::kZstd;
+  if (name == "none") return Compression::kNone;
+  return absl::InvalidArgumentError(
+      absl::StrCat("compression '", std::string(name), "' is not one of: zstd, none"));
+}
+
+uint32_t Crc32(std::span<const std::byte> data, uint32_t previous) {
+  return static_cast<uint32_t>(
+      ::crc32_z(previous, reinterpret_cast<const Bytef*>(data.data()),
+                data.size()));
+}
+
+uint32_t Crc32Combine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b) {
+  return static_cast<uint32_t>(
+      ::crc32_combine(crc_a, crc_b, static_cast<z_off_t>(length_b)));
+}
+
+Compressor::Compressor(Compression compression, int zstd_level)
+    : compression_(compression), level_(zstd_level) {
+  if (compression_ == Compression::kZstd) context_ = ZSTD_createCCtx();
+}
+
+Compressor::~Compressor() {
+  if (context_ != nullptr) ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(context_));
+}
+
+absl::Status Compressor::Compress(std::span<const std::byte> in,
+                                  std::vector<std::byte>* out) {
+  if (compression_ == Compression::kNone) {
+    out->assign(in.begin(), in.end());
+    return absl::OkStatus();
+  }
+  if (context_ == nullptr) return absl::ResourceExhaustedError("zstd: no context");
+  out->resize(ZSTD_compressBound(in.size()));
+  const size_t n =
+      ZSTD_compressCCtx(static_cast<ZSTD_CCtx*>(context_), out->data(),
+                        out->size(), in.data(), in.size(), level_);
+  if (ZSTD_isError(n)) {
+    return absl::InternalError(
+        absl::StrCat("zstd compression failed: ", ZSTD_getErrorName(n)));
+  }
+  out->resize(n);
+  return absl::OkStatus();
+}
+
+absl::Status Decompress(std::string_view compression,
+                        std::span<const std::byte> in,
+                        uint64_t uncompressed_size,
+                        std::vector<std::byte>* out) {
+  if (uncompressed_size > kMaxUncompressedChunk) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "chunk claims %u uncompressed bytes (more than the %u this reader "
+        "accepts): the size field is corrupt",
+        uncompressed_size, kMaxUncompressedChunk));
+  }
+  if (compression.empty()) {
+    if (in.size() != uncompressed_size) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "uncompressed chunk holds %d bytes but declares %u", in.size(),
+          uncompressed_size));
+    }
+    out->assign(in.begin(), in.end());
+    return absl::OkStatus();
+  }
+  if (compression != "zstd") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chunk compression '", std::string(compression),
+        "' is not supported (tether reads zstd and uncompressed chunks; "
+        "re-encode the file with zstd, e.g. `mcap convert`)"));
+  }
+  out->resize(uncompressed_size);
+  const size_t n =
+      ZSTD_decompress(out->data(), out->size(), in.data(), in.size());
+  if (ZSTD_isError(n)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("zstd data is corrupt: ", ZSTD_getErrorName(n)));
+  }
+  if (n != uncompressed_size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "zstd data inflates to %d bytes but the chunk declares %u", n,
+        uncompressed_size));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tether::log

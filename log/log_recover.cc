@@ -1,0 +1,133 @@
+#include "log/log_recover.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "log/log_format.h"
+
+namespace tether::log {
+
+absl::StatusOr<RecoverReport> RecoverLog(const std::string& in,
+                                         const std::string& out,
+                                         const McapWriterOptions& options) {
+  if (in == out) {
+    return absl::InvalidArgumentError(
+        "recover writes a new file: OUT must differ from IN");
+  }
+  absl::StatusOr<std::unique_ptr<McapReader>> opened = McapReader::Open(in);
+  if (!opened.ok()) return opened.status();
+  McapReader& reader = **opened;
+  RecoverReport report;
+  report.problems = reader.problems();
+  report.input_was_complete = reader.indexed() && reader.problems().empty();
+
+  McapWriterOptions o = options;
+  o.profile = reader.header().profile;
+  o.library = absl::StrCat(reader.header().library,
+                           " (recovered by tether log recover)");
+  absl::StatusOr<std::unique_ptr<McapWriter>> created = McapWriter::Create(out, o);
+  if (!created.ok()) return created.status();
+  McapWriter& writer = **created;
+
+  for (const mcap::Metadata& m : reader.metadata()) {
+    if (m.name == kSummaryMetadata) continue;
+    if (absl::Status s = writer.WriteMetadata(m); !s.ok()) return s;
+  }
+  std::map<uint16_t, uint16_t> channel_ids;
+  std::map<uint16_t, uint16_t> schema_ids;
+  auto ensure = [&](uint16_t old) -> absl::StatusOr<uint16_t> {
+    if (auto it = channel_ids.find(old); it != channel_ids.end()) {
+      return it->second;
+    }
+    auto c = reader.channels().find(old);
+    if (c == reader.channels().end()) {
+      return absl::NotFoundError(absl::StrCat("channel id ", old));
+    }
+    uint16_t schema = 0;
+    if (c->second.schema_id != 0) {
+      auto known = schema_ids.find(c->second.schema_id);
+      if (known != schema_ids.end()) {
+        schema = known->second;
+      } else if (auto s = reader.schemas().find(c->second.schema_id);
+                 s != reader.schemas().end()) {
+        absl::StatusOr<uint16_t> id =
+            writer.AddSchema(s->second.name, s->second.encoding, s->second.data);
+        if (!id.ok()) return id.status();
+        schema = schema_ids[c->second.schema_id] = *id;
+      }
+    }
+    absl::StatusOr<uint16_t> id =
+        writer.AddChannel(schema, c->second.topic, c->second.message_encoding,
+                          c->second.metadata);
+    if (!id.ok()) return id.status();
+    ++report.channels;
+    return channel_ids[old] = *id;
+  };
+  for (const auto& [id, c] : reader.channels()) {
+    if (absl::StatusOr<uint16_t> s = ensure(id); !s.ok()) return s.status();
+  }
+
+  McapReadOptions ro;
+  ro.force_scan = true;
+  std::unique_ptr<McapMessageIterator> it = reader.Messages(ro);
+  std::map<std::string, uint64_t> messages, missed;
+  std::vector<std::byte> trailer;
+  McapMessageView v;
+  uint64_t orphans = 0;
+  while (it->Next(&v)) {
+    absl::StatusOr<uint16_t> id = ensure(v.message.channel_id);
+    if (!id.ok()) {
+      ++orphans;  // a message whose channel record was lost with its chunk
+      continue;
+    }
+    trailer.clear();
+    if (v.trailer.has_value()) {
+      if (std::optional<MessageContextRecord> c = ParseContextRecord(*v.trailer)) {
+        c->channel_id = *id;
+        AppendContextRecord(*c, &trailer);
+      } else {
+        mcap::AppendRecord(v.trailer->opcode, v.trailer->content, &trailer);
+      }
+    }
+    mcap::Message m = v.message;
+    m.channel_id = *id;
+    if (absl::Status s = writer.WriteMessage(m, trailer); !s.ok()) return s;
+    ++report.messages;
+    const std::string& topic = reader.channels().at(v.message.channel_id).topic;
+    ++messages[topic];
+    if (topic == kGapChannel) {
+      if (absl::StatusOr<GapRecord> g = DecodeGap(v.message.data); g.ok()) {
+        missed[g->channel] += g->missed;
+      }
+    }
+  }
+  report.chunks_read = it->chunks_read();
+  report.problems.insert(report.problems.end(), it->problems().begin(),
+                         it->problems().end());
+  SortProblems(&report.problems);
+  if (orphans > 0) {
+    report.problems.push_back(
+        {0, absl::StrCat(orphans, " messages name a channel whose record was "
+                                  "lost; they are left out")});
+  }
+  mcap::KeyValueMap summary;
+  for (const auto& [topic, n] : messages) {
+    if (topic == kGapChannel) continue;
+    summary[absl::StrCat("messages ", topic)] = absl::StrCat(n);
+    summary[absl::StrCat("missed ", topic)] = absl::StrCat(missed[topic]);
+  }
+  summary["recovered_from"] = in;
+  summary["recovered_problems"] = absl::StrCat(report.problems.size());
+  for (size_t i = 0; i < report.problems.size() && i < 20; ++i) {
+    summary[absl::StrCat("recovered_problem_", i)] = report.problems[i].ToString();
+  }
+  if (absl::Status s = writer.WriteMetadata({kSummaryMetadata, summary}); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = writer.Close(); !s.ok()) return s;
+  return report;
+}
+
+}  // namespace tether::log

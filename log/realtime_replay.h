@@ -1,0 +1,137 @@
+// log: real-time replay of a log into shared memory (`tether replay`).
+// Creates the logged channels that do not exist (with their logged type and
+// queue shape), and refuses, naming both sides, a channel that exists with
+// another type or shape. Then publishes every message at its logged send
+// time (scaled by the rate) with its bytes unchanged and, unless restamping,
+// its logged send times in the slot (monotonic and realtime; with --loop each
+// later round is shifted by whole log durations so times keep increasing).
+//
+// Threading: Run() on one thread (it publishes and sleeps); the controls
+// (SetPaused, Step, SetRate) and progress() on any thread. Not RT-safe; the
+// publishing itself is RawPublisher::Publish (RT-safe).
+#ifndef TETHER_LOG_REALTIME_REPLAY_H_
+#define TETHER_LOG_REALTIME_REPLAY_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "log/log_reader.h"
+#include "log/replay_plan.h"
+#include "shm/channel.h"
+#include "transport/channel_handle.h"
+#include "transport/raw_endpoints.h"
+#include "transport/schema_registry.h"
+
+namespace tether::log {
+
+struct RealtimeReplayOptions {
+  shm::ChannelOptions channels;
+  // Logged channel names or globs to replay (empty: all replayable).
+  std::vector<std::string> select;
+  // Logged name -> name to publish on.
+  std::vector<std::pair<std::string, std::string>> remaps;
+  double rate = 1.0;  // 2 = twice as fast
+  // Seconds from the log's first message.
+  std::optional<double> start_s;
+  std::optional<double> end_s;
+  bool loop = false;
+  // Stamp the replay's own send times instead of the logged ones.
+  bool restamp = false;
+  // Start paused (Step() / SetPaused(false) go on).
+  bool start_paused = false;
+  // Sleep until this long before each message is due, then spin: sends land
+  // closer to their time at the cost of CPU (0: sleep all the way).
+  std::chrono::nanoseconds spin{0};
+};
+
+struct ReplayProgress {
+  int64_t position_ns = 0;  // log time of the last message sent, from start
+  int64_t duration_ns = 0;  // of the replayed range
+  double rate = 1;
+  uint64_t messages = 0;    // published so far (all rounds)
+  uint64_t failed = 0;      // publishes that failed (see last_error)
+  int round = 0;
+  bool paused = false;
+  bool done = false;
+};
+
+// What Create() did with one channel.
+struct ReplayedChannel {
+  std::string logged_name;
+  std::string name;  // published on
+  std::string type_name;
+  bool created = false;  // the replay created it (it did not exist)
+};
+
+class RealtimeReplay {
+ public:
+  // Opens the log and prepares every channel and publisher. Errors say what
+  // to do: a channel that exists with another shape (remove it, or remap),
+  // a channel with no free publisher slot (its publishers are running).
+  static absl::StatusOr<std::unique_ptr<RealtimeReplay>> Create(
+      const std::string& path, const RealtimeReplayOptions& options);
+  ~RealtimeReplay();
+  RealtimeReplay(const RealtimeReplay&) = delete;
+  RealtimeReplay& operator=(const RealtimeReplay&) = delete;
+
+  // Publishes until the end of the range (every round with loop) or until
+  // `stop` returns true (polled at least every 50 ms). Returns the first
+  // publish error (the replay goes on past it) or OK.
+  absl::Status Run(const std::function<bool()>& stop);
+
+  // Controls; any thread.
+  void SetPaused(bool paused);
+  void TogglePause();
+  // While paused: publish the next message now and stay paused.
+  void Step();
+  void SetRate(double rate);
+
+  ReplayProgress progress() const;
+  const std::vector<ReplayedChannel>& channels() const { return channels_; }
+  // Channels skipped, damage met while reading. Not while Run() runs.
+  const std::vector<std::string>& notes() const { return notes_; }
+
+ private:
+  RealtimeReplay() = default;
+  absl::Status Prepare(const std::string& path);
+  // Waits until the message at log time `t` is due (or a step, or stop).
+  // False when stopped.
+  bool WaitUntilDue(int64_t t, const std::function<bool()>& stop);
+
+  RealtimeReplayOptions options_;
+  std::unique_ptr<LogReader> reader_;
+  std::vector<ReplayChannel> plan_;
+  transport::SchemaRegistry schemas_;
+  std::vector<std::unique_ptr<transport::ChannelHandle>> handles_;
+  std::vector<std::unique_ptr<transport::RawPublisher>> publishers_;
+  std::map<uint16_t, transport::RawPublisher*> by_channel_;
+  std::vector<ReplayedChannel> channels_;
+  std::vector<std::string> notes_;
+  int64_t range_start_ns_ = 0;
+  int64_t range_end_ns_ = 0;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool paused_ = false;
+  int steps_ = 0;
+  double rate_ = 1;
+  // Anchor: log time `anchor_log_` is due at CLOCK_MONOTONIC `anchor_wall_`.
+  int64_t anchor_log_ = 0;
+  int64_t anchor_wall_ = 0;
+  ReplayProgress progress_;
+};
+
+}  // namespace tether::log
+
+#endif  // TETHER_LOG_REALTIME_REPLAY_H_

@@ -1,0 +1,58 @@
+// log: what both replays share — which logged channels to replay under which
+// names (selection by name/glob, remapping /a:=/b), the schemas to recreate
+// them, and the stack config describing them.
+//
+// Threading: any thread. Not RT-safe (setup).
+#ifndef TETHER_LOG_REPLAY_PLAN_H_
+#define TETHER_LOG_REPLAY_PLAN_H_
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "log/log_format.h"
+#include "log/log_reader.h"
+#include "transport/config.h"
+#include "transport/schema_registry.h"
+
+namespace tether::log {
+
+// One logged channel and the name it is replayed on.
+struct ReplayChannel {
+  const LogChannel* logged = nullptr;  // owned by the LogReader
+  std::string name;
+};
+
+// "/a:=/b" -> {"/a", "/b"}; InvalidArgument saying the form otherwise.
+absl::StatusOr<std::pair<std::string, std::string>> ParseRemap(
+    std::string_view text);
+
+// The channels to replay: those matching `select` (names or globs; empty:
+// every replayable channel), renamed by `remaps`. The log's own loss records
+// (/tether/log/gaps) are never replayed. Errors (with what would
+// be valid): a remap of a channel the log lacks, a selection matching
+// nothing, an explicitly selected channel that cannot be replayed, two
+// channels onto one name. Channels skipped because they cannot be replayed
+// (no tether metadata) are described in `*notes`.
+absl::StatusOr<std::vector<ReplayChannel>> PlanReplay(
+    const LogReader& reader, const std::vector<std::string>& select,
+    const std::vector<std::pair<std::string, std::string>>& remaps,
+    std::vector<std::string>* notes);
+
+// Loads the schemas of `channels` (from the log) into `schemas`.
+absl::Status LoadReplaySchemas(const std::vector<ReplayChannel>& channels,
+                               transport::SchemaRegistry* schemas);
+
+// A validated stack config with one channel per (name, description) and no
+// nodes; types are named by id and must be known to `types`.
+// (Until transport loads a config from a string, this goes through a
+// private temporary JSON file.)
+absl::StatusOr<transport::StackConfig> StackConfigFor(
+    const std::vector<std::pair<std::string, ChannelDescription>>& channels,
+    const transport::KnownTypes& types);
+
+}  // namespace tether::log
+
+#endif  // TETHER_LOG_REPLAY_PLAN_H_

@@ -1,0 +1,253 @@
+// Real-time replay into shared memory: bytes and logged send times arrive
+// unchanged on channels it creates with the logged shape; remapping; an
+// existing channel of another shape refused with both sides named; a range;
+// looping with increasing times; pause and step.
+#include "log/realtime_replay.h"
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "log/logger.h"
+#include "tests/log/log_test_util.h"
+#include "tests/shm/shm_test_util.h"
+
+namespace tether::log {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace ::tether::log::testing;
+
+struct Sent {
+  std::vector<std::byte> data;
+  transport::MessageContext context;
+};
+
+// Records `count` Sample messages on /a and Scalars on /b, 1 ms apart, and
+// returns what a reader of /a saw.
+std::vector<Sent> MakeLog(const std::string& path, int count) {
+  shm::testing::ScopedRoot root;
+  transport::SchemaRegistry schemas;
+  RegisterTestTypes(schemas);
+  auto a = MakeChannel(root.options(), schemas, "/a", kSampleType,
+                       {.max_size = 4096, .depth = 512, .publishers = 1});
+  auto b = MakeChannel(root.options(), schemas, "/b", kScalarsType,
+                       {.max_size = 128, .depth = 64});
+  LoggerOptions o;
+  o.channels = root.options();
+  o.path = path;
+  o.overwrite = true;
+  o.period = std::chrono::milliseconds(2);
+  auto logger = Logger::Start(o);
+  EXPECT_TRUE(logger.ok());
+  auto pa = transport::RawPublisher::Create(a.get());
+  auto pb = transport::RawPublisher::Create(b.get());
+  auto watch = transport::RawSubscriber::Create(a.get());
+  std::vector<Sent> sent;
+  for (int i = 0; i < count; ++i) {
+    PublishBytes(**pa, SampleMessage(i));
+    PublishBytes(**pb, ScalarsMessage(i));
+    transport::RawMessage m;
+    EXPECT_EQ((*watch)->Next(&m), transport::ReceiveStatus::kOk);
+    sent.push_back({std::vector<std::byte>(m.bytes.begin(), m.bytes.end()), m.context});
+    (*watch)->Release();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(WaitFor([&] { return (*logger)->stats().messages == 2u * count; }));
+  EXPECT_TRUE((*logger)->Stop().ok());
+  return sent;
+}
+
+class RealtimeReplayTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    path_ = new std::string(TempFile("replay-source.mcap"));
+    sent_ = new std::vector<Sent>(MakeLog(*path_, 100));
+  }
+  static void TearDownTestSuite() {
+    delete path_;
+    delete sent_;
+  }
+  RealtimeReplayOptions Options() {
+    RealtimeReplayOptions o;
+    o.channels = root_.options();
+    o.rate = 20;
+    return o;
+  }
+  static std::string* path_;
+  static std::vector<Sent>* sent_;
+  shm::testing::ScopedRoot root_;
+};
+std::string* RealtimeReplayTest::path_ = nullptr;
+std::vector<Sent>* RealtimeReplayTest::sent_ = nullptr;
+
+// Reads everything on `name` from the oldest message (unpinned copies).
+std::vector<Sent> Drain(const shm::ChannelOptions& options, const std::string& name) {
+  std::vector<Sent> out;
+  auto h = transport::ChannelHandle::Open(options, name);
+  EXPECT_TRUE(h.ok()) << h.status();
+  if (!h.ok()) return out;
+  auto sub = transport::RawSubscriber::Create(h->get(), {.pin = false, .from_oldest = true});
+  transport::RawMessage m;
+  while ((*sub)->Next(&m) == transport::ReceiveStatus::kOk) {
+    out.push_back({std::vector<std::byte>(m.bytes.begin(), m.bytes.end()), m.context});
+  }
+  return out;
+}
+
+TEST_F(RealtimeReplayTest, CreatesTheChannelsAndDeliversBytesAndSendTimesUnchanged) {
+  auto replay = RealtimeReplay::Create(*path_, Options());
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  ASSERT_EQ((*replay)->channels().size(), 2u);
+  EXPECT_TRUE((*replay)->channels()[0].created);
+  ASSERT_TRUE((*replay)->Run(nullptr).ok());
+  EXPECT_EQ((*replay)->progress().messages, 200u);
+  EXPECT_TRUE((*replay)->progress().done);
+  // The created channel has the logged shape.
+  auto list = transport::ListChannels(root_.options());
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].params.queue_depth, 512u);
+  EXPECT_EQ((*list)[0].params.max_publishers, 1u);
+  EXPECT_EQ((*list)[0].type_name, kSampleType);
+  const std::vector<Sent> got = Drain(root_.options(), "/a");
+  ASSERT_EQ(got.size(), sent_->size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].data, (*sent_)[i].data) << "message " << i;
+    EXPECT_EQ(got[i].context.monotonic_send_ns, (*sent_)[i].context.monotonic_send_ns);
+    EXPECT_EQ(got[i].context.realtime_send_ns, (*sent_)[i].context.realtime_send_ns);
+  }
+}
+
+TEST_F(RealtimeReplayTest, RemapsAndSelectsChannels) {
+  RealtimeReplayOptions o = Options();
+  o.select = {"/a"};
+  o.remaps = {{"/a", "/replayed/a"}};
+  auto replay = RealtimeReplay::Create(*path_, o);
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  ASSERT_EQ((*replay)->channels().size(), 1u);
+  EXPECT_EQ((*replay)->channels()[0].name, "/replayed/a");
+  ASSERT_TRUE((*replay)->Run(nullptr).ok());
+  EXPECT_EQ(Drain(root_.options(), "/replayed/a").size(), 100u);
+  EXPECT_TRUE(absl::IsNotFound(transport::ChannelHandle::Open(root_.options(), "/b").status()));
+}
+
+TEST_F(RealtimeReplayTest, RefusesAnExistingChannelOfAnotherShapeNamingBothSides) {
+  transport::SchemaRegistry schemas;
+  RegisterTestTypes(schemas);
+  auto other = MakeChannel(root_.options(), schemas, "/a", kScalarsType,
+                           {.max_size = 128, .depth = 16});
+  auto replay = RealtimeReplay::Create(*path_, Options());
+  ASSERT_FALSE(replay.ok());
+  const std::string e(replay.status().message());
+  EXPECT_THAT(e, HasSubstr("channel /a exists"));
+  EXPECT_THAT(e, HasSubstr(kScalarsType));
+  EXPECT_THAT(e, HasSubstr(kSampleType));
+  EXPECT_THAT(e, HasSubstr("queue depth 16"));
+  EXPECT_THAT(e, HasSubstr("queue depth 512"));
+  EXPECT_THAT(e, HasSubstr(":=/other/name"));
+}
+
+TEST_F(RealtimeReplayTest, ReusesAMatchingChannelButNeedsAFreePublisherSlot) {
+  transport::SchemaRegistry schemas;
+  RegisterTestTypes(schemas);
+  auto same = MakeChannel(root_.options(), schemas, "/a", kSampleType,
+                          {.max_size = 4096, .depth = 512, .publishers = 1});
+  auto live = transport::RawPublisher::Create(same.get());  // takes the slot
+  ASSERT_TRUE(live.ok());
+  RealtimeReplayOptions o = Options();
+  o.select = {"/a"};
+  auto replay = RealtimeReplay::Create(*path_, o);
+  ASSERT_FALSE(replay.ok());
+  EXPECT_THAT(std::string(replay.status().message()), HasSubstr("cannot publish on /a"));
+  live->reset();
+  replay = RealtimeReplay::Create(*path_, o);
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  EXPECT_FALSE((*replay)->channels()[0].created);
+  ASSERT_TRUE((*replay)->Run(nullptr).ok());
+}
+
+TEST_F(RealtimeReplayTest, PlaysARangeAndLoopsWithIncreasingTimes) {
+  RealtimeReplayOptions o = Options();
+  o.select = {"/a"};
+  o.start_s = 0.02;
+  o.end_s = 0.06;
+  o.loop = true;
+  auto replay = RealtimeReplay::Create(*path_, o);
+  ASSERT_TRUE(replay.ok());
+  ASSERT_TRUE((*replay)
+                  ->Run([&] { return (*replay)->progress().round >= 2; })
+                  .ok());
+  const std::vector<Sent> got = Drain(root_.options(), "/a");
+  ASSERT_GT(got.size(), 40u);
+  const int64_t start = (*sent_)[0].context.monotonic_send_ns;
+  int64_t previous = 0;
+  for (const Sent& s : got) {
+    EXPECT_GT(s.context.monotonic_send_ns, previous);
+    previous = s.context.monotonic_send_ns;
+  }
+  // The first round is the range, with the logged times.
+  EXPECT_GE(got[0].context.monotonic_send_ns, start + 20'000'000);
+  EXPECT_LE(got[0].context.monotonic_send_ns, start + 23'000'000);
+}
+
+TEST_F(RealtimeReplayTest, PausedItPublishesOnlyWhatIsStepped) {
+  RealtimeReplayOptions o = Options();
+  o.select = {"/a"};
+  o.start_paused = true;
+  auto replay = RealtimeReplay::Create(*path_, o);
+  ASSERT_TRUE(replay.ok());
+  std::atomic<bool> stop{false};
+  std::thread t([&] { (void)(*replay)->Run([&] { return stop.load(); }); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ((*replay)->progress().messages, 0u);
+  for (int i = 0; i < 3; ++i) {
+    (*replay)->Step();
+    ASSERT_TRUE(WaitFor([&] { return (*replay)->progress().messages == uint64_t(i + 1); }));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ((*replay)->progress().messages, 3u);
+  EXPECT_TRUE((*replay)->progress().paused);
+  (*replay)->SetPaused(false);
+  ASSERT_TRUE(WaitFor([&] { return (*replay)->progress().done; }));
+  EXPECT_EQ((*replay)->progress().messages, 100u);
+  stop = true;
+  t.join();
+}
+
+TEST_F(RealtimeReplayTest, BadSelectionsSayWhatTheLogHas) {
+  RealtimeReplayOptions o = Options();
+  o.select = {"/nope"};
+  auto replay = RealtimeReplay::Create(*path_, o);
+  ASSERT_FALSE(replay.ok());
+  EXPECT_THAT(std::string(replay.status().message()), HasSubstr("it has: /a, /b"));
+  o.select = {};
+  o.remaps = {{"/zzz", "/y"}};
+  replay = RealtimeReplay::Create(*path_, o);
+  ASSERT_FALSE(replay.ok());
+  EXPECT_THAT(std::string(replay.status().message()), HasSubstr("no channel /zzz"));
+  o.remaps = {{"/a", "/b"}};
+  replay = RealtimeReplay::Create(*path_, o);
+  ASSERT_FALSE(replay.ok());
+  EXPECT_THAT(std::string(replay.status().message()), HasSubstr("would be replayed on /b"));
+  o.remaps = {};
+  o.select = {kGapChannel};
+  replay = RealtimeReplay::Create(*path_, o);
+  ASSERT_FALSE(replay.ok());
+  EXPECT_THAT(std::string(replay.status().message()), HasSubstr("loss records"));
+}
+
+TEST(ParseRemap, AcceptsOnlyAbsoluteNames) {
+  auto r = ParseRemap("/a/b:=/c");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->first, "/a/b");
+  EXPECT_EQ(r->second, "/c");
+  for (const char* bad : {"/a=/b", "a:=/b", "/a:=b", ":=/b", "/a:="}) {
+    EXPECT_FALSE(ParseRemap(bad).ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace tether::log

@@ -1,0 +1,210 @@
+// The log commands through the real `tether` binary, as a user runs them:
+// record (with --duration and stopped by SIGINT), log info/cat/check/
+// recover/plot, replay, their --help, and bad input that must fail with a
+// message saying what to do.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/log/log_test_util.h"
+#include "tests/shm/shm_test_util.h"
+#include "tests/tools/json_test_parser.h"
+#include "tests/tools/run_tether.h"
+
+extern char** environ;
+
+namespace tether::tools::test {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace ::tether::log::testing;
+
+class LogCommandsTest : public ::testing::Test {
+ protected:
+  LogCommandsTest() {
+    RegisterTestTypes(schemas_);
+    samples_ = MakeChannel(root_.options(), schemas_, "/cli/samples", kSampleType,
+                           {.max_size = 4096, .depth = 1024});
+  }
+  std::vector<std::string> Where(const shm::testing::ScopedRoot& root) {
+    return {"--root", root.root(), "--instance", root.options().instance};
+  }
+  // Records /cli/samples while `count` messages are sent.
+  Outcome Record(const std::string& out, int count) {
+    std::atomic<bool> stop{false};
+    std::thread publisher([&] {
+      auto pub = transport::RawPublisher::Create(samples_.get());
+      // The recorder reads from each channel's oldest message (the queue
+      // holds them all), so it may start before or after this.
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      for (int i = 0; i < count && !stop; ++i) {
+        PublishBytes(**pub, SampleMessage(i));
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    });
+    std::vector<std::string> args = {"record", "--out", out, "--force",
+                                     "--from-oldest", "--duration", "2",
+                                     "--period", "5"};
+    for (const std::string& w : Where(root_)) args.push_back(w);
+    Outcome o = RunTether(args);
+    stop = true;
+    publisher.join();
+    return o;
+  }
+
+  shm::testing::ScopedRoot root_;
+  transport::SchemaRegistry schemas_;
+  std::unique_ptr<transport::ChannelHandle> samples_;
+};
+
+TEST_F(LogCommandsTest, RecordThenInfoCatCheckPlot) {
+  const std::string file = TempFile("cli.mcap");
+  const Outcome rec = Record(file, 200);
+  ASSERT_EQ(rec.code, 0) << rec.err;
+  EXPECT_THAT(rec.err, HasSubstr("recording 1 channels"));
+  EXPECT_THAT(rec.out, HasSubstr("recorded 200 messages"));
+
+  Outcome info = RunTether({"log", "info", file, "--json"});
+  ASSERT_EQ(info.code, 0) << info.err;
+  absl::StatusOr<JsonValue> json = ParseJson(info.out);
+  ASSERT_TRUE(json.ok()) << json.status() << info.out;
+  EXPECT_EQ(json->Find("messages")->number, 200);
+  EXPECT_EQ(json->Find("missed")->number, 0);
+  EXPECT_TRUE(json->Find("indexed")->boolean);
+  info = RunTether({"log", "info", file});
+  EXPECT_THAT(info.out, HasSubstr("/cli/samples"));
+  EXPECT_THAT(info.out, HasSubstr(kSampleType));
+
+  const Outcome cat = RunTether({"log", "cat", file, "--count", "2", "--json"});
+  ASSERT_EQ(cat.code, 0) << cat.err;
+  std::vector<std::string> lines = absl::StrSplit(cat.out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 2u);
+  absl::StatusOr<JsonValue> line = ParseJson(lines[1]);
+  ASSERT_TRUE(line.ok()) << lines[1];
+  EXPECT_EQ(line->Find("queue_index")->number, 1);
+  EXPECT_EQ(line->Find("message")->Find("label")->string, "sample 1");
+
+  const Outcome check = RunTether({"log", "check", file});
+  EXPECT_EQ(check.code, 0) << check.out;
+  EXPECT_THAT(check.out, HasSubstr("0 problems"));
+
+  const std::string png = TempFile("cli.png");
+  const Outcome plot =
+      RunTether({"log", "plot", file, "/cli/samples.stamp", "--out", png});
+  ASSERT_EQ(plot.code, 0) << plot.err;
+  std::ifstream in(png, std::ios::binary);
+  char sig[8] = {};
+  in.read(sig, 8);
+  EXPECT_EQ(std::string(sig + 1, 3), "PNG");
+}
+
+TEST_F(LogCommandsTest, ATruncatedLogIsCheckedAsBrokenAndRecovered) {
+  const std::string file = TempFile("cli-cut-src.mcap");
+  ASSERT_EQ(Record(file, 300).code, 0);
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::string cut = TempFile("cli-cut.mcap");
+  std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() * 2 / 3);
+  const Outcome check = RunTether({"log", "check", cut});
+  EXPECT_EQ(check.code, 1);
+  EXPECT_THAT(check.out, HasSubstr("FAIL  offset "));
+  EXPECT_THAT(check.out, HasSubstr("tether log recover"));
+  const std::string fixed = TempFile("cli-fixed.mcap");
+  const Outcome recover = RunTether({"log", "recover", cut, fixed, "--force"});
+  ASSERT_EQ(recover.code, 0) << recover.err;
+  EXPECT_THAT(recover.out, HasSubstr("damage: offset "));
+  EXPECT_EQ(RunTether({"log", "check", fixed}).code, 0);
+}
+
+TEST_F(LogCommandsTest, ReplayIntoAnotherInstance) {
+  const std::string file = TempFile("cli-replay.mcap");
+  ASSERT_EQ(Record(file, 100).code, 0);
+  shm::testing::ScopedRoot other;
+  std::vector<std::string> args = {"replay", file, "--rate", "10",
+                                   "/cli/samples:=/cli/replayed"};
+  for (const std::string& w : Where(other)) args.push_back(w);
+  const Outcome replay = RunTether(args);
+  ASSERT_EQ(replay.code, 0) << replay.err;
+  EXPECT_THAT(replay.out, HasSubstr("replayed 100 messages"));
+  EXPECT_THAT(replay.err, HasSubstr("/cli/samples -> /cli/replayed"));
+  std::vector<std::string> list = {"list"};
+  for (const std::string& w : Where(other)) list.push_back(w);
+  EXPECT_THAT(RunTether(list).out, HasSubstr("/cli/replayed"));
+}
+
+TEST_F(LogCommandsTest, SigintFinishesTheFileCleanly) {
+  const std::string file = TempFile("cli-sigint.mcap");
+  const std::string path = TetherPath();
+  std::vector<std::string> args = {path, "record", "--out", file, "--force",
+                                   "--from-oldest"};
+  for (const std::string& w : Where(root_)) args.push_back(w);
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  ASSERT_EQ(posix_spawn(&pid, path.c_str(), nullptr, nullptr, argv.data(), environ), 0);
+  auto pub = transport::RawPublisher::Create(samples_.get());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  for (int i = 0; i < 50; ++i) PublishBytes(**pub, SampleMessage(i));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  const Outcome info = RunTether({"log", "info", file, "--json"});
+  absl::StatusOr<JsonValue> json = ParseJson(info.out);
+  ASSERT_TRUE(json.ok()) << info.out;
+  EXPECT_TRUE(json->Find("indexed")->boolean) << "no summary after Ctrl-C";
+  EXPECT_EQ(json->Find("messages")->number, 50);
+}
+
+TEST(LogCommands, EveryCommandHasHelp) {
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"record", "--help"}, {"replay", "--help"},
+        {"log", "--help"}, {"log", "info", "--help"}, {"log", "cat", "--help"},
+        {"log", "check", "--help"}, {"log", "recover", "--help"},
+        {"log", "plot", "--help"}, {"help", "log"}}) {
+    const Outcome o = RunTether(args);
+    EXPECT_EQ(o.code, 0) << args[0];
+    EXPECT_THAT(o.out, HasSubstr("usage: tether ")) << args[0];
+  }
+  EXPECT_THAT(RunTether({"--help"}).out, HasSubstr("record"));
+}
+
+TEST(LogCommands, BadInputFailsWithWhatToDo) {
+  Outcome o = RunTether({"log", "info", "/nonexistent/x.mcap"});
+  EXPECT_EQ(o.code, 1);
+  EXPECT_THAT(o.err, HasSubstr("cannot open /nonexistent/x.mcap"));
+  const std::string junk = TempFile("junk.mcap");
+  std::ofstream(junk) << "this is not a log";
+  o = RunTether({"log", "cat", junk});
+  EXPECT_EQ(o.code, 1);
+  EXPECT_THAT(o.err, HasSubstr("not an MCAP file"));
+  o = RunTether({"replay", junk, "/a=/b"});
+  EXPECT_EQ(o.code, 2);
+  EXPECT_THAT(o.err, HasSubstr("/logged/name:=/replayed/name"));
+  o = RunTether({"record", "--compression", "lz4", "--out", TempFile("x.mcap")});
+  EXPECT_EQ(o.code, 2);
+  EXPECT_THAT(o.err, HasSubstr("zstd, none"));
+  o = RunTether({"log", "plot", junk});
+  EXPECT_EQ(o.code, 2);
+  EXPECT_THAT(o.err, HasSubstr("<field...>"));
+  o = RunTether({"log", "frobnicate"});
+  EXPECT_EQ(o.code, 2);
+  EXPECT_THAT(o.err, HasSubstr("unknown command 'frobnicate'"));
+}
+
+}  // namespace
+}  // namespace tether::tools::test
