@@ -18,7 +18,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 cd "$root"
-all_targets=(channel_memory slot_reader stack_config ros1msg)
+all_targets=(channel_memory slot_reader stack_config ros1msg mcap_log)
 time_s=60 smoke=0 targets=() results=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -68,9 +68,13 @@ for t in "${targets[@]}"; do
   # Reproducers are for the corpus test; fuzzing starts from the rest.
   rm -f "$work/corpus"/crash-* "$work/corpus"/leak-* "$work/corpus"/timeout-*
   log="$work/log"
+  # Inputs up to 4 KiB, except logs: a small tether log with its schemas is
+  # 6-8 KiB.
+  max_len=4096
+  [ "$t" = mcap_log ] && max_len=16384
   set +e
   (cd "$work" && "$bin/tests/fuzz/${t}_fuzzer" -max_total_time="$time_s" \
-     -timeout=10 -rss_limit_mb=2048 -max_len=4096 -print_final_stats=1 \
+     -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" -print_final_stats=1 \
      -artifact_prefix="$work/findings/" "$work/corpus" >"$log" 2>&1)
   rc=$?
   set -e
@@ -93,7 +97,7 @@ for t in "${targets[@]}"; do
     if [ "$smoke" -eq 0 ]; then
       # Keep only inputs that add coverage (small corpora in the checkout).
       merged="$work/merged"; mkdir -p "$merged"
-      (cd "$work" && "$bin/tests/fuzz/${t}_fuzzer" -merge=1 -max_len=4096 "$merged" "$corpus" "$work/corpus" >"$work/merge.log" 2>&1) || true
+      (cd "$work" && "$bin/tests/fuzz/${t}_fuzzer" -merge=1 -max_len="$max_len" "$merged" "$corpus" "$work/corpus" >"$work/merge.log" 2>&1) || true
       if [ -n "$(ls -A "$merged")" ]; then
         find "$corpus" -maxdepth 1 -type f ! -name 'crash-*' ! -name 'leak-*' ! -name 'timeout-*' -delete
         cp "$merged"/* "$corpus/"
