@@ -18,7 +18,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 cd "$root"
-all_targets=(channel_memory slot_reader stack_config ros1msg mcap_log)
+all_targets=(channel_memory slot_reader stack_config ros1msg mcap_log net_announce)
 time_s=60 smoke=0 targets=() results=""
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -1,9 +1,14 @@
-// Writes the seed corpus of the mcap_log fuzzer: small tether logs made by
-// the real writer (zstd and uncompressed chunks, tether channels with their
-// schemas and context records, a loss record, a channel from another
-// writer, metadata), and damaged copies (cut before the summary, a flipped
-// summary byte, a flipped chunk byte). Run once by hand:
-//   bazel run //tests/fuzz:mcap_seed_writer -- $PWD/tests/fuzz/corpus/mcap_log
+// Writes the seeds of the fuzzers whose inputs are binary formats made by
+// our own writers (run once by hand; the fuzzers grow the corpora):
+//   bazel run //tests/fuzz:seed_writer -- $PWD/tests/fuzz/corpus
+// mcap_log/: small tether logs made by the real writer (zstd and
+// uncompressed chunks, tether channels with their schemas and context
+// records, a loss record, a channel from another writer, metadata), and
+// damaged copies (cut before the summary, a flipped summary byte, a flipped
+// chunk byte).
+// net_announce/: a remote bridge's announcement of a LogGap channel (its
+// real CodeGeneratorRequest) followed by frames' payloads, in the layout
+// net_announce_fuzzer.cc reads.
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -94,6 +99,38 @@ bool Write(const std::string& path, lg::Compression compression) {
   return (*w)->Close().ok();
 }
 
+// net_announce_fuzzer.cc's layout, little-endian.
+void PutUint(std::string* out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+}
+
+std::string Announcement(uint8_t flags, uint8_t name, uint32_t payloads) {
+  std::string s;
+  PutUint(&s, flags, 1);
+  PutUint(&s, name, 1);
+  PutUint(&s, lg::GapTypeId(), 8);
+  PutUint(&s, lg::GapTypeName().size(), 1);
+  s += lg::GapTypeName();
+  PutUint(&s, 256 - 8, 2);  // max size 256
+  PutUint(&s, 100, 2);      // Hz
+  PutUint(&s, 8 - 1, 1);    // depth 8
+  PutUint(&s, 1, 1);        // publishers
+  PutUint(&s, 2, 1);        // pinned
+  const std::vector<std::byte>& schema = lg::GapSchema();
+  PutUint(&s, schema.size(), 2);
+  s.append(reinterpret_cast<const char*>(schema.data()), schema.size());
+  for (uint32_t i = 0; i < payloads; ++i) {
+    lg::GapRecord g;
+    g.channel = "/robot/state";
+    g.missed = i + 1;
+    g.last_queue_index = 10 * i;
+    std::vector<std::byte> bytes = lg::EncodeGap(g);
+    PutUint(&s, bytes.size(), 2);
+    s.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  }
+  return s;
+}
+
 std::string Read(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), {}};
@@ -107,10 +144,16 @@ void Put(const std::string& path, const std::string& bytes) {
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: mcap_seed_writer DIR\n");
+    std::fprintf(stderr, "usage: seed_writer CORPUS_DIR\n");
     return 2;
   }
-  const std::string dir = argv[1];
+  const std::string net = std::string(argv[1]) + "/net_announce";
+  Put(net + "/gap_channel_three_frames", Announcement(0, 0, 3));
+  Put(net + "/gap_channel_kept", Announcement(2, 1, 1));
+  std::string bad_frame = Announcement(0, 2, 1);
+  bad_frame += std::string("\x10\x00\x00\x00\x00\x00\xff\xff\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00", 18);
+  Put(net + "/gap_channel_bad_frame", bad_frame);
+  const std::string dir = std::string(argv[1]) + "/mcap_log";
   if (!Write(dir + "/tether_zstd.mcap", lg::Compression::kZstd) ||
       !Write(dir + "/tether_none.mcap", lg::Compression::kNone)) {
     std::fprintf(stderr, "mcap_seed_writer: could not write into %s\n",
