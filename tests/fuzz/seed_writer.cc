@@ -17,6 +17,7 @@
 
 #include "log/log_format.h"
 #include "log/mcap_writer.h"
+#include "transport/schema_registry.h"
 
 namespace lg = tether::log;
 
@@ -116,7 +117,13 @@ std::string Announcement(uint8_t flags, uint8_t name, uint32_t payloads) {
   PutUint(&s, 8 - 1, 1);    // depth 8
   PutUint(&s, 1, 1);        // publishers
   PutUint(&s, 2, 1);        // pinned
-  const std::vector<std::byte>& schema = lg::GapSchema();
+  // The blob as a tether channel carries it (the bridge refuses others).
+  tether::transport::SchemaRegistry registry;
+  std::vector<std::byte> schema;
+  if (registry.AddCodeGeneratorRequest(lg::GapSchema(), lg::GapTypeId()).ok()) {
+    auto canonical = registry.CodeGeneratorRequestFor(lg::GapTypeId());
+    if (canonical.ok()) schema = *canonical;
+  }
   PutUint(&s, schema.size(), 2);
   s.append(reinterpret_cast<const char*>(schema.data()), schema.size());
   for (uint32_t i = 0; i < payloads; ++i) {
