@@ -53,12 +53,67 @@ bool IsPointer(capnp::schema::Type::Reader type) {
   }
 }
 
+bool KnownBrand(capnp::schema::Brand::Reader brand, int depth);
+
+// Whether every kind in `type` is one this Cap'n Proto knows: its
+// StructSchema::Field::getType() aborts on others (KJ_UNREACHABLE) that
+// the loader let through ("unknown types are allowed").
+bool KnownType(capnp::schema::Type::Reader type, int depth = 0) {
+  using T = capnp::schema::Type;
+  if (depth > 64) return false;
+  switch (type.which()) {
+    case T::VOID: case T::BOOL: case T::INT8: case T::INT16: case T::INT32:
+    case T::INT64: case T::UINT8: case T::UINT16: case T::UINT32:
+    case T::UINT64: case T::FLOAT32: case T::FLOAT64: case T::TEXT:
+    case T::DATA:
+      return true;
+    case T::LIST:
+      return KnownType(type.getList().getElementType(), depth + 1);
+    case T::ENUM:
+      return KnownBrand(type.getEnum().getBrand(), depth + 1);
+    case T::STRUCT:
+      return KnownBrand(type.getStruct().getBrand(), depth + 1);
+    case T::INTERFACE:
+      return KnownBrand(type.getInterface().getBrand(), depth + 1);
+    case T::ANY_POINTER: {
+      auto a = type.getAnyPointer();
+      switch (a.which()) {
+        case T::AnyPointer::UNCONSTRAINED:
+          return a.getUnconstrained().which() <=
+                 T::AnyPointer::Unconstrained::CAPABILITY;
+        case T::AnyPointer::PARAMETER:
+        case T::AnyPointer::IMPLICIT_METHOD_PARAMETER:
+          return true;
+      }
+      return false;
+    }
+  }
+  return false;
+}
+
+bool KnownBrand(capnp::schema::Brand::Reader brand, int depth) {
+  using B = capnp::schema::Brand;
+  for (auto scope : brand.getScopes()) {
+    if (scope.which() == B::Scope::INHERIT) continue;
+    if (scope.which() != B::Scope::BIND) return false;
+    for (auto binding : scope.getBind()) {
+      if (binding.which() == B::Binding::UNBOUND) continue;
+      if (binding.which() != B::Binding::TYPE ||
+          !KnownType(binding.getType(), depth + 1)) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 // Checks what Cap'n Proto 0.9.2's SchemaLoader gets wrong on hostile
 // nodes (fixed in later releases, not in Debian's): a name it cannot read
 // inside its KJ_CONTEXT recurses until the stack overflows; slot offsets
 // are checked in 32-bit arithmetic that overflows (a DynamicStruct builder
 // then writes out of bounds); more non-union fields than the count leaves
-// room for overrun its member table. Names are read here (a bad pointer
+// room for overrun its member table; a field or type of an unknown kind
+// passes it, then aborts the first reader. Names are read here (a bad pointer
 // throws, caught by the caller); the rest is an error message.
 std::string CheckUntrustedNode(capnp::schema::Node::Reader node) {
   (void)node.getDisplayName();
@@ -77,7 +132,12 @@ std::string CheckUntrustedNode(capnp::schema::Node::Reader node) {
     if (f.getDiscriminantValue() != capnp::schema::Field::NO_DISCRIMINANT) {
       ++in_union;
     }
-    if (!f.isSlot()) continue;
+    if (f.isGroup()) continue;
+    if (!f.isSlot() || !KnownType(f.getSlot().getType())) {
+      return absl::StrCat("field ", f.getName().cStr(), " of ",
+                          node.getDisplayName().cStr(),
+                          " is of a kind this Cap'n Proto does not know");
+    }
     auto slot = f.getSlot();
     const uint64_t end = uint64_t{slot.getOffset()} + 1;
     if (DataBits(slot.getType()) * end > data_bits ||

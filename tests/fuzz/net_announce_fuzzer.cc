@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -160,8 +161,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)cleaned;
   try {
     Run(data, size);
-  } catch (...) {
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "exception escaped: %s\n", e.what());
     __builtin_trap();  // errors are statuses, never exceptions
+  } catch (...) {
+    __builtin_trap();
   }
   return 0;
 }
