@@ -18,7 +18,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ftw.h>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +28,7 @@
 #include "shm/layout.h"
 #include "shm/publisher.h"
 #include "shm/reader.h"
+#include "tests/shm/shm_test_util.h"
 
 namespace tether::shm {
 namespace {
@@ -86,14 +86,6 @@ std::string Root() {
   return root;
 }
 
-void RemoveTree(const std::string& path) {
-  ::nftw(
-      path.c_str(),
-      [](const char* p, const struct stat*, int, struct FTW*) {
-        return ::remove(p);
-      },
-      16, FTW_DEPTH | FTW_PHYS);
-}
 
 struct Handles {
   std::unique_ptr<Channel> channel;

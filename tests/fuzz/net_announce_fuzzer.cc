@@ -10,7 +10,6 @@
 // accepted channel is compatible with the announcement; a payload Publish
 // accepts is read back byte for byte. Findings: crashes, sanitizer
 // reports, escaping exceptions, a broken oracle.
-#include <ftw.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -26,6 +25,7 @@
 #include "transport/channel_handle.h"
 #include "transport/dynamic.h"
 #include "transport/raw_endpoints.h"
+#include "tests/shm/shm_test_util.h"
 #include "transport/schema_registry.h"
 
 namespace {
@@ -69,14 +69,6 @@ const std::string& Root() {
   return root;
 }
 
-void RemoveTree(const std::string& path) {
-  ::nftw(
-      path.c_str(),
-      [](const char* p, const struct stat*, int, struct FTW*) {
-        return ::remove(p);
-      },
-      16, FTW_DEPTH | FTW_PHYS);
-}
 
 void Run(const uint8_t* data, size_t size) {
   Input in(data, size);
@@ -154,8 +146,8 @@ void Run(const uint8_t* data, size_t size) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const bool cleaned = [] {
-    RemoveTree(Root());
-    std::atexit([] { RemoveTree(Root()); });
+    tether::shm::testing::RemoveTree(Root());
+    std::atexit([] { tether::shm::testing::RemoveTree(Root()); });
     return true;
   }();
   (void)cleaned;

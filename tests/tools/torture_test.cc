@@ -108,17 +108,8 @@ struct Board {
   }
 };
 
-pid_t Spawn(const std::function<int()>& body) {
-  const pid_t pid = ::fork();
-  if (pid == 0) ::_exit(body());
-  return pid;
-}
-
-void KillAndReap(pid_t pid) {
-  ::kill(pid, SIGKILL);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-}
+using st::KillAndReap;
+using st::Spawn;
 
 // Waits for `pid` until `deadline`; false (and kills it) if it is stuck.
 bool ReapBy(pid_t pid, Clock::time_point deadline, int* status) {
