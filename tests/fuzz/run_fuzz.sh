@@ -9,7 +9,7 @@
 # Each target starts from tests/fuzz/corpus/<target>/. A normal run merges
 # the inputs that found new coverage back into that folder (minimised by
 # libFuzzer's -merge=1), and a crash, leak or timeout reproducer is saved
-# there as crash-*/leak-*/timeout-* (the corpus test then replays it until
+# there as crash-*/leak-*/timeout-*/oom-* (the corpus test then replays it until
 # it is fixed). --smoke (what ./tether test runs) fuzzes a scratch copy and
 # changes nothing in the checkout. Prints one line per target:
 #   fuzz channel_memory: 183422 runs in 60 s, 412 edges, no finding
@@ -48,7 +48,10 @@ labels=()
 for t in "${targets[@]}"; do labels+=("//tests/fuzz:${t}_fuzzer"); done
 echo "run_fuzz: building ${targets[*]} with clang 14 (first build: a few minutes)" >&2
 blog="$(mktemp)"
-if ! bazel --output_base="$base" build --config=fuzz "${labels[@]}" >"$blog" 2>&1; then
+# --symlink_prefix=/: no bazel-* links in the checkout (they would point the
+# ordinary build's links at this output base, and `bazel test //...` would
+# then wander into it).
+if ! bazel --output_base="$base" build --config=fuzz --symlink_prefix=/ "${labels[@]}" >"$blog" 2>&1; then
   grep -v 'src/main/tools/linux-sandbox' "$blog" | tail -40 >&2
   echo "run_fuzz: the clang build failed (above)" >&2
   rm -f "$blog"; exit 1
@@ -66,7 +69,7 @@ for t in "${targets[@]}"; do
   mkdir -p "$work/corpus" "$work/findings"
   cp -r "$corpus/." "$work/corpus/" 2>/dev/null || true
   # Reproducers are for the corpus test; fuzzing starts from the rest.
-  rm -f "$work/corpus"/crash-* "$work/corpus"/leak-* "$work/corpus"/timeout-*
+  rm -f "$work/corpus"/crash-* "$work/corpus"/leak-* "$work/corpus"/timeout-* "$work/corpus"/oom-*
   log="$work/log"
   # Inputs up to 4 KiB, except logs: a small tether log with its schemas is
   # 6-8 KiB.
@@ -99,7 +102,7 @@ for t in "${targets[@]}"; do
       merged="$work/merged"; mkdir -p "$merged"
       (cd "$work" && "$bin/tests/fuzz/${t}_fuzzer" -merge=1 -max_len="$max_len" "$merged" "$corpus" "$work/corpus" >"$work/merge.log" 2>&1) || true
       if [ -n "$(ls -A "$merged")" ]; then
-        find "$corpus" -maxdepth 1 -type f ! -name 'crash-*' ! -name 'leak-*' ! -name 'timeout-*' -delete
+        find "$corpus" -maxdepth 1 -type f ! -name 'crash-*' ! -name 'leak-*' ! -name 'timeout-*' ! -name 'oom-*' -delete
         cp "$merged"/* "$corpus/"
       fi
       echo "  corpus: $(ls "$corpus" | wc -l) files, $(du -sh "$corpus" | cut -f1) in tests/fuzz/corpus/$t"
