@@ -111,9 +111,15 @@ void Run(const uint8_t* data, size_t size) {
     type = schemas.Find(c.type_id());
   }
   auto publisher = tr::RawPublisher::Create(&c);
-  tr::SubscriberOptions so;
-  so.from_oldest = true;
-  auto subscriber = tr::RawSubscriber::Create(&c, so);
+  // A channel kept from an earlier input still holds its messages: start
+  // after them.
+  auto subscriber = tr::RawSubscriber::Create(&c);
+  if (subscriber.ok()) {
+    tr::RawMessage old;
+    while ((*subscriber)->Next(&old) == tr::ReceiveStatus::kOk) {
+      (*subscriber)->Release();
+    }
+  }
   if (publisher.ok() && subscriber.ok()) {
     while (!in.empty()) {
       std::vector<std::byte> payload = in.Bytes(in.Uint(2) % 2048);
