@@ -181,9 +181,15 @@ absl::Status SchemaRegistry::AddCodeGeneratorRequest(
         "schema blob is not a whole number of aligned 8-byte words");
   }
   try {
-    capnp::FlatArrayMessageReader reader(kj::arrayPtr(
-        reinterpret_cast<const capnp::word*>(request.data()),
-        request.size() / sizeof(capnp::word)));
+    // A traversal budget in proportion to the blob: lists of empty structs
+    // cost Cap'n Proto one word each, so a few hundred bytes could
+    // otherwise make checking and loading walk millions of "fields".
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = 8 * (request.size() / 8) + 4096;
+    capnp::FlatArrayMessageReader reader(
+        kj::arrayPtr(reinterpret_cast<const capnp::word*>(request.data()),
+                     request.size() / sizeof(capnp::word)),
+        options);
     auto req = reader.getRoot<capnp::schema::CodeGeneratorRequest>();
     // Every node is checked before any is loaded (the loader keeps what it
     // loaded).
