@@ -1,5 +1,7 @@
 #include "log/compression.h"
 
+#include <algorithm>
+
 #include <zlib.h>
 #include <zstd.h>
 
@@ -90,12 +92,46 @@ absl::Status Decompress(std::string_view compression,
         "' is not supported (tether reads zstd and uncompressed chunks; "
         "re-encode the file with zstd, e.g. `mcap convert`)"));
   }
-  out->resize(uncompressed_size);
-  const size_t n =
-      ZSTD_decompress(out->data(), out->size(), in.data(), in.size());
-  if (ZSTD_isError(n)) {
+  // The declared size is the file's word, so memory grows with what the
+  // data really inflates to (a few bytes claiming 4 GiB must not allocate
+  // 4 GiB), up to one byte past the declared size (which shows "more").
+  ZSTD_DStream* z = ZSTD_createDStream();
+  if (z == nullptr) return absl::ResourceExhaustedError("zstd: out of memory");
+  const uint64_t cap = uncompressed_size + 1;
+  out->resize(std::min<uint64_t>(cap, 16 * in.size() + 65536));
+  ZSTD_inBuffer src{in.data(), in.size(), 0};
+  ZSTD_outBuffer dst{out->data(), out->size(), 0};
+  size_t left = 0;
+  for (;;) {
+    left = ZSTD_decompressStream(z, &dst, &src);
+    if (ZSTD_isError(left)) break;
+    if (left == 0 && src.pos == src.size) break;  // every frame done
+    if (dst.pos == dst.size) {
+      if (out->size() >= cap) break;  // more than declared
+      out->resize(std::min<uint64_t>(cap, 2 * out->size()));
+      dst.dst = out->data();
+      dst.size = out->size();
+    } else if (left != 0 && src.pos == src.size) {
+      break;  // truncated: the frame wants input that is not there
+    }
+  }
+  ZSTD_freeDStream(z);
+  if (ZSTD_isError(left)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("zstd data is corrupt: ", ZSTD_getErrorName(n)));
+        absl::StrCat("zstd data is corrupt: ", ZSTD_getErrorName(left)));
+  }
+  const size_t n = dst.pos;
+  out->resize(n);
+  if (n > uncompressed_size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "zstd data inflates to more than the %u bytes the chunk declares",
+        uncompressed_size));
+  }
+  if (left != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "zstd data ends in the middle of a frame (%d bytes inflated, the "
+        "chunk declares %u)",
+        n, uncompressed_size));
   }
   if (n != uncompressed_size) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -219,7 +219,7 @@ std::vector<std::byte> EncodeGap(const GapRecord& gap) {
 
 absl::StatusOr<GapRecord> DecodeGap(std::span<const std::byte> framed) {
   std::vector<capnp::word> words((framed.size() + 7) / 8);
-  std::memcpy(words.data(), framed.data(), framed.size());
+  if (!framed.empty()) std::memcpy(words.data(), framed.data(), framed.size());
   try {
     capnp::FlatArrayMessageReader reader(
         kj::arrayPtr(words.data(), words.size()));

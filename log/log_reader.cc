@@ -159,7 +159,7 @@ absl::StatusOr<capnp::StructSchema> LogReader::MessageType(
   }
   const std::vector<std::byte>& blob = channel.schema->data;
   std::vector<uint64_t> words((blob.size() + 7) / 8);
-  std::memcpy(words.data(), blob.data(), blob.size());
+  if (!blob.empty()) std::memcpy(words.data(), blob.data(), blob.size());
   std::span<const std::byte> aligned(
       reinterpret_cast<const std::byte*>(words.data()), words.size() * 8);
   uint64_t type_id = 0;

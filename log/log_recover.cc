@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -75,12 +76,25 @@ absl::StatusOr<RecoverReport> RecoverLog(const std::string& in,
   std::map<std::string, uint64_t> messages, missed;
   std::vector<std::byte> trailer;
   McapMessageView v;
-  uint64_t orphans = 0;
+  uint64_t orphans = 0, bad_gaps = 0, bad_gap_offset = 0;
   while (it->Next(&v)) {
     absl::StatusOr<uint16_t> id = ensure(v.message.channel_id);
     if (!id.ok()) {
       ++orphans;  // a message whose channel record was lost with its chunk
       continue;
+    }
+    const std::string& topic = reader.channels().at(v.message.channel_id).topic;
+    std::optional<GapRecord> gap;
+    if (topic == kGapChannel) {
+      // A loss record that does not decode would make the new file fail
+      // `tether log check`: leave it out, and say so.
+      absl::StatusOr<GapRecord> g = DecodeGap(v.message.data);
+      if (!g.ok()) {
+        ++bad_gaps;
+        bad_gap_offset = bad_gap_offset == 0 ? v.chunk_offset : bad_gap_offset;
+        continue;
+      }
+      gap = *g;
     }
     trailer.clear();
     if (v.trailer.has_value()) {
@@ -95,18 +109,19 @@ absl::StatusOr<RecoverReport> RecoverLog(const std::string& in,
     m.channel_id = *id;
     if (absl::Status s = writer.WriteMessage(m, trailer); !s.ok()) return s;
     ++report.messages;
-    const std::string& topic = reader.channels().at(v.message.channel_id).topic;
     ++messages[topic];
-    if (topic == kGapChannel) {
-      if (absl::StatusOr<GapRecord> g = DecodeGap(v.message.data); g.ok()) {
-        missed[g->channel] += g->missed;
-      }
-    }
+    if (gap.has_value()) missed[gap->channel] += gap->missed;
   }
   report.chunks_read = it->chunks_read();
   report.problems.insert(report.problems.end(), it->problems().begin(),
                          it->problems().end());
   SortProblems(&report.problems);
+  if (bad_gaps > 0) {
+    report.problems.push_back(
+        {bad_gap_offset,
+         absl::StrCat(bad_gaps, " loss records on ", kGapChannel,
+                      " do not decode as LogGap; they are left out")});
+  }
   if (orphans > 0) {
     report.problems.push_back(
         {0, absl::StrCat(orphans, " messages name a channel whose record was "

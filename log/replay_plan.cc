@@ -120,7 +120,7 @@ absl::Status LoadReplaySchemas(const std::vector<ReplayChannel>& channels,
   for (const ReplayChannel& rc : channels) {
     const ChannelDescription& d = *rc.logged->description;
     std::vector<uint64_t> words((d.schema.size() + 7) / 8);
-    std::memcpy(words.data(), d.schema.data(), d.schema.size());
+    if (!d.schema.empty()) std::memcpy(words.data(), d.schema.data(), d.schema.size());
     if (absl::Status s = schemas->AddCodeGeneratorRequest(
             std::span<const std::byte>(
                 reinterpret_cast<const std::byte*>(words.data()),

@@ -44,6 +44,13 @@ void ChannelWaiter::Remove(transport::RawSubscriber* reader) {
 }
 
 void ChannelWaiter::Wait(std::optional<MonotonicTime> deadline) {
+  for (const Entry& e : readers_) {
+    if (!e.wake.guest()) continue;
+    // Nobody wakes a guest: look again at least every kGuestPoll.
+    const MonotonicTime poll = MonotonicNow() + kGuestPoll;
+    if (!deadline.has_value() || poll < *deadline) deadline = poll;
+    break;
+  }
   (void)port_->Wait(deadline, *this, [](uint64_t) {});
 }
 

@@ -39,10 +39,15 @@ class ChannelWaiter final : private SleepHooks {
 
   // Returns when any reader has something (a message, a loss or
   // corruption: HasNext()), at `deadline` (nullopt: no deadline), on Wake(),
-  // or spuriously. Never busy-waits. The waiting thread; no allocation.
+  // or spuriously. Never busy-waits. A reader of a channel this process
+  // reads as a guest (nobody wakes it) bounds the wait by kGuestPoll. The
+  // waiting thread; no allocation.
   void Wait(std::optional<MonotonicTime> deadline);
   // Makes the current or next Wait() return. Any thread, async-signal-safe.
   void Wake() { port_->Wake(); }
+
+  // The longest a wait lasts while a guest reader is added.
+  static constexpr Duration kGuestPoll = std::chrono::milliseconds(2);
 
   // "uring_futex: ..." — which backend waits and why.
   const std::string& description() const { return port_->description(); }

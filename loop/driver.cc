@@ -42,6 +42,7 @@ void Driver::RemoveLoop(EventLoop* loop, bool unwatch) {
   }
   std::vector<internal::Watcher*> kept;
   delivery_budget_ = 0;
+  guest_watchers_ = 0;
   for (internal::Watcher* w : watchers_) {
     if (w->loop == loop) {
       if (unwatch && !w->stats_.corrupt) port_->Unwatch(CookieOf(w));
@@ -49,6 +50,7 @@ void Driver::RemoveLoop(EventLoop* loop, bool unwatch) {
     }
     w->index = kept.size();
     delivery_budget_ += w->channel_->params().queue_depth;
+    if (w->wake->guest()) ++guest_watchers_;
     kept.push_back(w);
   }
   watchers_ = std::move(kept);
@@ -62,6 +64,7 @@ absl::Status Driver::AddWatcher(internal::Watcher* w) {
   w->index = watchers_.size();
   watchers_.push_back(w);
   delivery_budget_ += w->channel_->params().queue_depth;
+  if (w->wake->guest()) ++guest_watchers_;
   return absl::OkStatus();
 }
 
@@ -114,8 +117,14 @@ Driver::RunEnd Driver::Run() {
     }
     ReportCorruptChannels();
     bool stopped = false;
+    std::optional<MonotonicTime> deadline = dispatcher_->NextDeadline();
+    if (guest_watchers_ > 0) {
+      // Nobody wakes a guest: look again at least every kGuestPoll.
+      const MonotonicTime poll = clock_->Now() + kGuestPoll;
+      if (!deadline.has_value() || poll < *deadline) deadline = poll;
+    }
     const WaitResult r = port_->Wait(
-        dispatcher_->NextDeadline(), *this,
+        deadline, *this,
         [&stopped](uint64_t cookie) { stopped |= cookie == kStopCookie; });
     if (stopped && (stop_signals_ == nullptr || StopRequested())) {
       return RunEnd::kStopped;
@@ -148,6 +157,22 @@ bool Driver::Refill(internal::Watcher& w) {
       return false;
   }
   return false;
+}
+
+void Driver::CheckOverwrittenWhileRead(internal::Watcher& w) {
+  const uint64_t now = w.subscriber->overwritten_while_read();
+  if (now == w.stats_.overwritten_while_read) return;
+  const bool first = w.stats_.overwritten_while_read == 0;
+  w.stats_.overwritten_while_read = now;
+  if (!first) return;
+  // Error path, once per watcher: one line naming who could do this.
+  std::fprintf(stderr,
+               "tether: loop %s: channel %s: a message pinned for a callback "
+               "was overwritten while it ran: a process with write access to "
+               "%s cleared pins (counted in overwritten_while_read; what the "
+               "callback read may be torn)\n",
+               w.loop->name().c_str(), w.channel_->name().c_str(),
+               w.channel_->reader_state_path().c_str());
 }
 
 void Driver::MarkCorrupt(internal::Watcher& w) {

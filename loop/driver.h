@@ -105,6 +105,13 @@ class Driver final : private SleepHooks {
 
   // Watchers that found their channel corrupt so far. Loop thread.
   int corrupt_watchers() const { return corrupt_watchers_; }
+  // How long a loop with a guest watcher (one that cannot announce itself
+  // as a sleeper, transport::WakeHandle::guest()) sleeps at most before it
+  // looks again: the latency a guest pays for affecting nobody.
+  static constexpr Duration kGuestPoll = std::chrono::milliseconds(2);
+  // Called after a watcher's callback: counts and reports (one line per
+  // watcher) a pinned message overwritten while the callback read it.
+  void CheckOverwrittenWhileRead(internal::Watcher& w);
 
  private:
   bool StopRequested() const;
@@ -145,6 +152,7 @@ class Driver final : private SleepHooks {
   // Channels reported corrupt (capacity reserved in AddLoop: no allocation
   // while running).
   std::vector<const transport::ChannelHandle*> reported_;
+  int guest_watchers_ = 0;  // bound every wait by kGuestPoll while > 0
   std::atomic<bool> exit_{false};
 };
 

@@ -1,5 +1,7 @@
 #include "loop/event_loop.h"
 
+#include <cstdio>
+
 #include <time.h>
 
 #include <optional>
@@ -68,7 +70,19 @@ absl::StatusOr<std::unique_ptr<RawFetcher>> EventLoop::MakeRawFetcher(
     const std::string& channel) {
   absl::StatusOr<transport::ChannelHandle*> c = channels_->Find(channel);
   if (!c.ok()) return c.status();
+  NoteGuest(*c);
   return transport::RawSubscriber::Create(*c, {}, this);
+}
+
+void EventLoop::NoteGuest(transport::ChannelHandle* channel) {
+  if (!channel->guest()) return;
+  for (const transport::ChannelHandle* noted : guest_noted_) {
+    if (noted == channel) return;
+  }
+  guest_noted_.push_back(channel);
+  // Setup: one line per channel, so the user knows why reads are copies.
+  std::fprintf(stderr, "tether: loop %s: channel %s: %s\n", name_.c_str(),
+               channel->name().c_str(), channel->GuestReason().c_str());
 }
 
 absl::StatusOr<WatcherHandle*> EventLoop::MakeRawWatcher(
@@ -94,6 +108,7 @@ absl::StatusOr<WatcherHandle*> EventLoop::AddWatcher(
                                      name_, ": ", sub.status().message()));
   }
   w->subscriber = std::move(*sub);
+  NoteGuest(channel);
   w->wake.emplace(channel->MakeWakeHandle());
   w->fn = std::move(fn);
   if (absl::Status s = driver_->AddWatcher(w.get()); !s.ok()) {
@@ -158,6 +173,7 @@ void EventLoop::RunWatcherCallback(internal::Watcher& w) {
   }
   context_ = {};
   w.subscriber->Release();
+  driver_->CheckOverwrittenWhileRead(w);
 }
 
 void EventLoop::Start() {

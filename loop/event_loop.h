@@ -314,6 +314,9 @@ class EventLoop : protected transport::EndpointHooks {
   bool check_allocations_ = false;
   EventContext context_;
   std::vector<std::unique_ptr<internal::Watcher>> watchers_;
+  // Prints, once per channel, why this loop reads it as a guest.
+  void NoteGuest(transport::ChannelHandle* channel);
+  std::vector<const transport::ChannelHandle*> guest_noted_;
   std::vector<std::unique_ptr<TimerHandle>> timers_;
   std::vector<std::unique_ptr<PhasedLoopHandle>> phased_loops_;
   std::vector<absl::AnyInvocable<void()>> on_run_;

@@ -1,5 +1,6 @@
-// loop: a watcher — a pinned subscriber on one channel and the callback that
-// runs for each of its messages. An EventLoop owns its watchers; the Driver
+// loop: a watcher — a pinned subscriber on one channel (a copying one when
+// this process reads the channel as a guest) and the callback that runs for
+// each of its messages. An EventLoop owns its watchers; the Driver
 // (driver.h) delivers them. Internal to loop/: applications see watchers only
 // through EventLoop::MakeWatcher() and WatcherStats.
 #ifndef TETHER_LOOP_WATCHER_H_
@@ -24,6 +25,10 @@ struct WatcherStats {
   uint64_t received = 0;
   uint64_t missed = 0;     // lost before this watcher got to them
   uint64_t malformed = 0;  // typed watchers: invalid bytes, skipped
+  // Pinned messages whose slot was reused while the callback read them: a
+  // process with write access to the channel's reader-state file cleared
+  // this watcher's pin (see docs/security.md). The loop logs one line.
+  uint64_t overwritten_while_read = 0;
   // The channel's shared memory was found corrupt: the watcher stopped (it
   // gets no more messages; the loop logged one line and runs on).
   bool corrupt = false;

@@ -131,7 +131,27 @@ absl::StatusOr<std::unique_ptr<transport::ChannelHandle>> OpenOrCreateFor(
     c.setMaxPinned(remote.max_pinned);
     absl::StatusOr<std::unique_ptr<transport::ChannelHandle>> created =
         transport::ChannelHandle::Create(options, c.asReader(), schemas);
-    if (created.ok()) return created;
+    if (created.ok()) {
+      // The channel carries the schema as this host writes it; an
+      // announcement whose blob is not in that form (not from a tether
+      // channel) would make a channel its own sender is refused on next
+      // time. Refuse it now, and take back what was made.
+      if (absl::Status s =
+              CheckCompatible(remote, Describe(**created, local_where));
+          !s.ok()) {
+        const std::string data = (*created)->path();
+        const std::string state = (*created)->reader_state_path();
+        created->reset();
+        ::unlink(data.c_str());
+        ::unlink(state.c_str());
+        return absl::InvalidArgumentError(absl::StrCat(
+            "channel ", remote.name, ": the schema ", remote.where,
+            " announced is not a tether channel's schema blob (it does not "
+            "match itself once loaded); update that bridge to this tether "
+            "version"));
+      }
+      return created;
+    }
     // Someone else created it meanwhile with another shape: compare with
     // theirs (the next Open) rather than report our own attempt.
     if (!absl::IsFailedPrecondition(created.status()) || attempt == 1) {

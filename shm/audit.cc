@@ -143,7 +143,54 @@ bool Channel::corrupt() const {
         internal::DamageOffset(guard_));
     return true;
   }
+  if (internal::MappingDamaged(state_guard_)) {
+    // Pins and sleeper announcements are no longer shared with anyone:
+    // nothing this handle reads in place or waits for can be trusted.
+    ReportCorruption(
+        "the channel's reader-state file was truncated (or shrank) under "
+        "this process (a process with write access to it did that): the "
+        "access at this offset of its mapping raised SIGBUS",
+        internal::DamageOffset(state_guard_));
+    return true;
+  }
   return false;
+}
+
+std::string Channel::ReaderStateProblem() const {
+  const internal::ReaderStateHeader* h = state_header_;
+  if (h->magic != internal::kStateMagic || h->nonce != nonce_ ||
+      h->layout_version != internal::kLayoutVersion) {
+    return "its header was overwritten";
+  }
+  uint64_t registered = 0;
+  for (uint32_t k = 0; k < params_.max_pinned; ++k) {
+    if (reader_entry(k)->owner.load(std::memory_order_acquire) != kNoOwner) {
+      registered |= uint64_t{1} << k;
+    }
+  }
+  for (uint64_t s = 0; s < params_.pool_size(); ++s) {
+    const uint64_t pins = pin_word(s)->load(std::memory_order_acquire);
+    if ((pins & ~registered) != 0) {
+      return absl::StrFormat(
+          "slot %u is pinned by readers that are not registered (bits "
+          "0x%x): those slots are held until the channel is re-created",
+          s, pins & ~registered);
+    }
+  }
+  uint64_t sleepers = 0;
+  for (uint32_t k = 0; k < internal::kMaxSleepers; ++k) {
+    if (sleeper_entry(k)->owner.load(std::memory_order_acquire) != kNoOwner) {
+      sleepers |= uint64_t{1} << k;
+    }
+  }
+  const uint64_t mask = h->sleeper_mask.load(std::memory_order_acquire);
+  if ((mask & ~sleepers) != 0) {
+    return absl::StrFormat(
+        "sleeper bits 0x%x belong to no registered waiter: publishers make a "
+        "wake syscall on every send for nobody",
+        mask & ~sleepers);
+  }
+  return "";
 }
 
 std::string_view Channel::corruption() const {
@@ -213,7 +260,21 @@ absl::Status Channel::CheckConsistency() const {
     }
     snap.tail_after = header_->tail.load(std::memory_order_acquire);
     problem = FindProblem(snap, params_);
-    if (problem.empty()) return absl::OkStatus();
+    if (problem.empty()) break;
+  }
+  if (problem.empty()) {
+    // The reader-state file: reported, never sticky (see channel.h).
+    std::string state_problem;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      state_problem = ReaderStateProblem();
+      if (state_problem.empty()) return absl::OkStatus();
+    }
+    return absl::DataLossError(absl::StrCat(
+        "the reader state of channel ", name_, " (", state_path_,
+        ") is inconsistent: ", state_problem,
+        ". Messages are intact; a process with write access to that file "
+        "wrote it (or a reader crashed in a way tether does not expect); "
+        "re-create the channel (tether clean after stopping the stack)"));
   }
   ReportCorruption(problem.c_str());
   return absl::DataLossError(absl::StrCat(

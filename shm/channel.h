@@ -1,7 +1,8 @@
-// shm: a channel file in shared memory — creating, opening, mapping and
-// removing it, recovering what dead processes left, and the wake primitives
-// the loop layer sleeps on. Publisher and Reader (publisher.h, reader.h) work
-// on an open Channel. See layout.h for the protocol and its invariants.
+// shm: a channel in shared memory — its data file and its reader-state file
+// (layout.h): creating, opening, mapping and removing them, recovering what
+// dead processes left, and the wake primitives the loop layer sleeps on.
+// Publisher and Reader (publisher.h, reader.h) work on an open Channel. See
+// layout.h for the protocol, its invariants and who may write which file.
 #ifndef TETHER_SHM_CHANNEL_H_
 #define TETHER_SHM_CHANNEL_H_
 
@@ -26,6 +27,7 @@ namespace tether::shm {
 
 namespace internal {
 struct ChannelHeader;
+struct ReaderStateHeader;
 struct PublisherEntry;
 struct ReaderEntry;
 struct SlotHeader;
@@ -39,10 +41,17 @@ struct ChannelOptions {
   // Channel files are <root>/<instance>/<escaped channel name>.
   std::string root = "/dev/shm/tether";
   std::string instance = "default";
-  // File mode of new channel files (and their directory gets the x bits).
+  // File mode of new data files: who may publish (write) and read.
   mode_t mode = 0660;
-  // Group of new channel files; unset keeps the creator's group.
+  // Group of new data files; unset keeps the creator's group.
   std::optional<gid_t> group;
+  // File mode of new reader-state files: who may pin and announce sleeps.
+  // Unset: `mode` plus group write wherever the group may read the data
+  // (0640 -> 0660): the group's readers pin and read in place, others
+  // with read access read as guests (unpinned, polling).
+  std::optional<mode_t> reader_mode;
+  // Group of new reader-state files; unset: `group`.
+  std::optional<gid_t> reader_group;
   // Touch every page at open (no page faults later on the send path).
   bool prefault = false;
   // mlock the mapping (needs CAP_IPC_LOCK or a large RLIMIT_MEMLOCK).
@@ -57,6 +66,11 @@ struct SweepReport {
   int commits_finished = 0;  // half-done sends of dead publishers completed
   int corrupt_entries = 0;   // values out of range (left alone, reported)
   int dead_sleepers = 0;     // sleepers that died asleep (their bit cleared)
+  // What this process could not sweep for lack of write access (the data
+  // file: dead publishers and orphaned slots; the reader-state file: dead
+  // readers and sleepers). Left to a process that can.
+  bool skipped_data = false;
+  bool skipped_reader_state = false;
 };
 
 // Counters for tools (list/stat). A snapshot; values move while read.
@@ -67,7 +81,7 @@ struct ChannelStats {
   int registered_sleepers = 0;    // waiters registered in the channel
   uint32_t sleepers = 0;          // waiters asleep now
   uint64_t send_failures = 0;     // of the registered publishers
-  uint64_t file_size = 0;
+  uint64_t file_size = 0;         // both files together
 };
 
 class Channel;
@@ -92,14 +106,20 @@ class Sleeper {
   void EndSleep();
   // True when the registry was full and this sleeper counts anonymously
   // (not reclaimed if its process dies asleep).
-  bool anonymous() const { return index_ < 0; }
+  bool anonymous() const { return index_ == kAnonymous; }
+  // True when this process cannot write the channel's reader-state file:
+  // Begin/EndSleep do nothing, publishers never learn of this waiter, so
+  // it must wait with a bounded timeout and re-check (a guest's poll).
+  bool guest() const { return index_ == kGuest; }
 
  private:
   friend class Channel;
+  static constexpr int kAnonymous = -1;
+  static constexpr int kGuest = -2;
   Sleeper(Channel* channel, int index) : channel_(channel), index_(index) {}
   void Release();
   Channel* channel_;
-  int index_;  // registry entry, or -1: anonymous
+  int index_;  // registry entry, or kAnonymous, or kGuest
   bool asleep_ = false;
 };
 
@@ -109,9 +129,10 @@ class Sleeper {
 class Channel {
  public:
   // Opens the channel `name`, creating it with `params` and `metadata` if it
-  // does not exist. Creation is race-free: the file is built under a private
-  // name and hard-linked into place, so exactly one creator wins and nobody
-  // ever sees a half-initialised channel (openers never wait). If it exists,
+  // does not exist. Creation is race-free: both files are built under
+  // private names and hard-linked into place, the data file last (layout.h),
+  // so exactly one creator wins and nobody ever sees a half-initialised
+  // channel (openers never wait). If it exists,
   // its params must equal `params` and its metadata must equal `metadata`,
   // else FailedPrecondition naming both sides. Runs a Sweep(). Not RT-safe.
   static absl::StatusOr<std::unique_ptr<Channel>> OpenOrCreate(
@@ -119,9 +140,12 @@ class Channel {
       const QueueParams& params, std::span<const std::byte> metadata = {});
 
   // Opens an existing channel, taking its params from the file (checked:
-  // magic, layout version, params hash, sizes). NotFound if absent,
-  // PermissionDenied with the file mode if not accessible, DataLoss if the
-  // file is not a valid channel. Runs a Sweep(). Not RT-safe.
+  // magic, layout version, params hash, sizes, the pairing of both files).
+  // NotFound if absent, PermissionDenied naming the file, its mode, owner
+  // and group, who this process is and what to ask for when a file cannot
+  // be read, DataLoss if the files are not a valid channel. Each file is
+  // mapped read-write when this process may write it, else read-only (see
+  // data_writable(), reader_state_writable()). Runs a Sweep(). Not RT-safe.
   static absl::StatusOr<std::unique_ptr<Channel>> Open(
       const ChannelOptions& options, std::string_view name);
 
@@ -133,12 +157,15 @@ class Channel {
   static absl::StatusOr<bool> InUse(const ChannelOptions& options,
                                     std::string_view name);
 
-  // Removes the channel file (mapped handles stay valid until closed).
+  // Removes the channel's data file and its reader-state files (mapped
+  // handles stay valid until closed). For channels nobody uses (tether
+  // clean checks InUse first).
   static absl::Status Remove(const ChannelOptions& options,
                              std::string_view name);
 
   // Channel names present under options.root/options.instance (unescaped),
-  // sorted. Leftover temporary files of crashed creators are not listed.
+  // sorted. Reader-state files and leftover temporary files of crashed
+  // creators are not listed.
   static absl::StatusOr<std::vector<std::string>> List(
       const ChannelOptions& options);
 
@@ -151,14 +178,29 @@ class Channel {
   Channel& operator=(const Channel&) = delete;
   ~Channel();
 
-  // The size of a channel file with `params` and `metadata_size` bytes of
-  // metadata (what creating it reserves). Any thread; RT-safe.
+  // The bytes of a channel (both files) with `params` and `metadata_size`
+  // bytes of metadata (what creating it reserves). Any thread; RT-safe.
   static uint64_t FileSizeFor(const QueueParams& params,
                               uint32_t metadata_size);
 
   const std::string& name() const { return name_; }
   const std::string& path() const { return path_; }
+  // The reader-state file (<path>@readers.<nonce>).
+  const std::string& reader_state_path() const { return state_path_; }
   const QueueParams& params() const { return params_; }
+
+  // --- access (what this process may write) --------------------------------
+  // This process can write the data file: it may publish and sweep dead
+  // publishers. Else the data file is mapped PROT_READ. Any thread.
+  bool data_writable() const { return data_writable_; }
+  // This process can write the reader-state file: its readers may pin and
+  // announce sleeps. Else it reads as a guest (unpinned, polling). Any
+  // thread.
+  bool reader_state_writable() const { return state_writable_; }
+  // Why this process reads as a guest, in words for a log line (who it is,
+  // the file's mode, owner and group, what to ask for); empty when the
+  // reader state is writable. Setup only (allocates).
+  std::string GuestReason() const;
   std::span<const std::byte> metadata() const { return metadata_; }
 
   // --- corruption (sticky, per handle) -------------------------------------
@@ -182,16 +224,21 @@ class Channel {
 
   // Checks the whole shared structure once: header, tail against the ring,
   // every ring entry's tag and slot, every slot's state, size and owner,
-  // registries (O(depth + pool + registries)). OK, or DataLoss saying what
-  // is wrong and where (and the handle becomes corrupt). Tools run it when
-  // they open a channel; opening runs it too. Tolerates live publishers
-  // and readers. Not RT-safe (O(file)); any thread. Defined in audit.cc.
+  // registries (O(depth + pool + registries)), and the reader-state file:
+  // its header, pin bits and sleeper bits of readers that are not
+  // registered. OK, or DataLoss saying what is wrong and where. A finding
+  // in the data file makes the handle corrupt; one in the reader-state file
+  // does not (a reader must not be able to stop publishers; messages are
+  // intact). Tools run it when they open a channel; opening runs it too.
+  // Tolerates live publishers and readers. Not RT-safe (O(file)); any
+  // thread. Defined in audit.cc.
   absl::Status CheckConsistency() const;
 
   // Reclaims registrations, loans and pins of dead processes and finishes
-  // or discards their half-done sends (see layout.h). Lock-free; safe with
-  // live publishers and readers. O(pool + registries); not RT-safe (reads
-  // /proc for liveness). Defined in recovery.cc. Any thread.
+  // or discards their half-done sends (see layout.h), in the files this
+  // process can write (the report says what it skipped). Lock-free; safe
+  // with live publishers and readers. O(pool + registries); not RT-safe
+  // (reads /proc for liveness). Defined in recovery.cc. Any thread.
   SweepReport Sweep();
 
   // Counters for tools. A snapshot of values that move while read. Any
@@ -210,7 +257,8 @@ class Channel {
   // (after a sweep), the sleeper counts anonymously instead (see Sleeper).
   // Setup: not RT-safe (may sweep, reads /proc). Any thread.
   Sleeper RegisterSleeper();
-  // Wakes every waiter now (e.g. to stop a loop). RT-safe, one syscall.
+  // Wakes every waiter now (e.g. to stop a loop): bumps the wake word when
+  // the data file is writable, then FUTEX_WAKE. RT-safe, one syscall.
   void WakeAll();
 
  private:
@@ -221,16 +269,19 @@ class Channel {
   Channel() = default;
   static absl::StatusOr<std::unique_ptr<Channel>> Map(
       const ChannelOptions& options, std::string name, std::string path,
-      int fd, const std::optional<QueueParams>& expected,
+      int fd, bool writable, const std::optional<QueueParams>& expected,
       std::span<const std::byte> expected_metadata);
 
   // --- the parts of the file (layout.h), for Publisher, Reader, recovery ---
   internal::ChannelHeader* header() const { return header_; }
+  internal::ReaderStateHeader* state_header() const { return state_header_; }
   internal::PublisherEntry* publisher_entry(uint32_t i) const;
   internal::ReaderEntry* reader_entry(uint32_t i) const;
   internal::SleeperEntry* sleeper_entry(uint32_t i) const;
   std::atomic<uint64_t>* ring_entry(uint64_t queue_index) const;
   internal::SlotHeader* slot_header(uint64_t slot) const;
+  // Slot `slot`'s pin word in the reader-state file (bit k: reader k).
+  std::atomic<uint64_t>* pin_word(uint64_t slot) const;
   std::byte* payload(uint64_t slot) const;
   // This process's owner token (recomputed after fork). Setup only: may
   // read /proc.
@@ -254,18 +305,28 @@ class Channel {
   void SweepSleeper(uint32_t index, SweepReport* report);
   friend class Sleeper;
   void SweepOrphanedSlots(SweepReport* report);
+  // audit.cc: what is wrong in the reader-state file, or empty.
+  std::string ReaderStateProblem() const;
 
   std::string name_;
   std::string path_;
   QueueParams params_;
   std::span<const std::byte> metadata_;
+  std::string state_path_;
   std::byte* base_ = nullptr;
   size_t size_ = 0;
   int fd_ = -1;  // kept open: its shared flock says "in use" (InUse)
+  bool data_writable_ = false;
+  std::byte* state_base_ = nullptr;
+  size_t state_size_ = 0;
+  bool state_writable_ = false;
   internal::ChannelHeader* header_ = nullptr;
+  internal::ReaderStateHeader* state_header_ = nullptr;
+  uint64_t nonce_ = 0;
   uint64_t publishers_offset_ = 0;
   uint64_t readers_offset_ = 0;
   uint64_t sleepers_offset_ = 0;
+  uint64_t pins_offset_ = 0;
   uint64_t ring_offset_ = 0;
   uint64_t slot_headers_offset_ = 0;
   uint64_t payloads_offset_ = 0;
@@ -274,8 +335,9 @@ class Channel {
   OwnerToken self_token_ = kNoOwner;
   // The pid self_token_ was computed in; differs in a forked child.
   pid_t token_pid_ = 0;
-  // mapping_guard.h entry of the mapping (-1: unguarded).
+  // mapping_guard.h entries of the two mappings (-1: unguarded).
   int guard_ = -1;
+  int state_guard_ = -1;
   // Corruption, sticky: 0 clean, 1 being recorded, 2 recorded.
   mutable std::atomic<int> corrupt_state_{0};
   mutable char corruption_[240] = {};

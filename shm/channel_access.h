@@ -30,6 +30,16 @@ struct ChannelAccess {
   static std::byte* payload(const Channel& c, uint64_t slot) {
     return c.payload(slot);
   }
+  // The reader-state file's parts.
+  static ReaderStateHeader* state_header(const Channel& c) {
+    return c.state_header();
+  }
+  static std::atomic<uint64_t>* pin_word(const Channel& c, uint64_t slot) {
+    return c.pin_word(slot);
+  }
+  static SleeperEntry* sleeper_entry(const Channel& c, uint32_t i) {
+    return c.sleeper_entry(i);
+  }
 };
 
 }  // namespace tether::shm::internal

@@ -3,17 +3,47 @@
 // so it is standard-layout, pointer-free and sized from QueueParams.
 //
 // ============================================================================
-// File layout (every part starts on a 64-byte cache line)
+// Two files per channel (every part starts on a 64-byte cache line)
 //
-//   ChannelHeader          magic, version, params, hash, sizes, tail,
-//                          wake word (own line), sleeper mask (own line)
+// The data file <escaped name>, written only by publishers and sweepers of
+// dead publishers; readers without write access map it PROT_READ:
+//   ChannelHeader          magic, version, params, hash, sizes, nonce,
+//                          tail (own line), wake word (own line)
 //   metadata               bytes given by the creator (transport: type info)
 //   PublisherEntry[P]      publisher registry, one line each
-//   ReaderEntry[K]         pinning-reader registry, one line each
-//   SleeperEntry[64]       sleeper registry (owner tokens), 8 a line
 //   ring: atomic<u64>[D]   D = queue_depth (a power of two)
 //   SlotHeader[N]          N = D + P + K, one line each
 //   payload[N]             slot_size rounded up to 64 bytes each
+//
+// The reader-state file <escaped name>@readers.<nonce>, written by readers
+// (and sweepers of dead readers); publishers only read it:
+//   ReaderStateHeader      magic, version, hash, the data file's nonce,
+//                          sizes, creator; sleeper mask (own line)
+//   ReaderEntry[K]         pinning-reader registry, one line each
+//   SleeperEntry[64]       sleeper registry (owner tokens), 8 a line
+//   pin words: atomic<u64>[N]   bit k = pinning reader k holds the slot
+//
+// Why two files: who may write what is then a file permission. A process
+// that may read messages but not write the data file cannot forge or
+// corrupt a message (its mapping is read-only: the kernel enforces it). A
+// reader that can write the reader-state file pins slots and announces
+// itself as a sleeper; one that cannot (a "guest") reads unpinned (copy,
+// then check the slot still holds the message) and polls the wake word
+// with a bounded FUTEX_WAIT, so it affects nobody. The nonce (random, set
+// at creation, in both headers and in the reader-state file's name) pairs
+// the two files: an opener checks it, so a re-created channel never meets
+// a stale reader-state file.
+//
+// Creation is race-free and openers never wait: both files are built (and
+// their space reserved) under private names; the reader-state file is
+// hard-linked to its nonce name first (unique: it can collide with
+// nothing), then the data file is hard-linked to the channel's name. That
+// link is the one atomic "initialised" step: exactly one creator wins, and
+// whoever sees the data file finds its reader-state file already there.
+// A loser unlinks its own reader-state file; one a creator left when it
+// died between the two links (no data file names its nonce, its creator
+// token is dead) is removed by the next creator of that channel or by
+// Channel::Remove.
 //
 // ============================================================================
 // Protocol
@@ -29,7 +59,7 @@
 // Slot state (SlotHeader::state, one atomic u64) says who holds a slot:
 //   q < 2^62             committed message q (in the ring, or just evicted)
 //   kEmpty               initial contents of ring position = slot index
-//   kFree                nobody's; claimable when pinned_by == 0
+//   kFree                nobody's; claimable when its pin word is 0
 //   Owned(i)             publisher i's loan (it builds here alone)
 //   Pending(i, q)        publisher i is committing message q from here:
 //                        payload and header are final; readers accept it as
@@ -52,20 +82,36 @@
 //      (seq_cst) != 0: FUTEX_WAKE.
 //   7. Claim the evicted slot E = slot(e) for the next loan:
 //      CAS E.state (message q - D, or kEmpty) -> Owned(i) (seq_cst), then
-//      load E.pinned_by (seq_cst). Pinned: E.state = kFree (its reader will
-//      unpin it later) and claim any kFree slot with pinned_by == 0 instead.
+//      load pin[E] (seq_cst). Pinned: E.state = kFree (its reader will
+//      unpin it later) and claim any kFree slot with pin == 0 instead.
 //   A reader never sees half a message: S's bytes are written before the
 //   seq_cst CAS of step 3, which readers acquire.
 //
-// Pin vs reuse (Dekker): a reader pins with pinned_by.fetch_or(bit)
-// (seq_cst) and then checks S.state is still its message (seq_cst load); a
-// publisher claims with a CAS of S.state (seq_cst) and then loads pinned_by
-// (seq_cst). In the single total order of seq_cst operations one of the two
-// second steps comes after the other's first step, so at least one side sees
-// the other: the publisher does not reuse a pinned slot, or the reader sees
-// the state changed and reports the message as overwritten (missed).
-// Release of a pin is fetch_and (release); the publisher's seq_cst load of
-// pinned_by acquires it, so the reader's reads happen before any reuse.
+// Pin vs reuse (Dekker, across the two mappings): a reader pins with
+// pin[S].fetch_or(bit) (seq_cst, reader-state file) and then checks S.state
+// is still its message (seq_cst load, data file); a publisher claims with a
+// CAS of S.state (seq_cst, data file) and then loads pin[S] (seq_cst,
+// reader-state file). In the single total order of seq_cst operations one
+// of the two second steps comes after the other's first step, so at least
+// one side sees the other: the publisher does not reuse a pinned slot, or
+// the reader sees the state changed and reports the message as overwritten
+// (missed). The argument never needed the two words to share a line or a
+// file: seq_cst orders operations on any two locations, and both mappings
+// are MAP_SHARED views of the same physical pages in every process (x86:
+// locked RMWs and mfence-fenced stores; arm64: ldar/stlr), whatever the
+// virtual addresses or a mapping's PROT_READ. Release of a pin is
+// fetch_and (release); the publisher's seq_cst load of the pin word
+// acquires it, so the reader's reads happen before any reuse.
+//
+// What the reader-state file cannot do: nothing a publisher reads from it
+// is used as an index or size (pin words and the sleeper mask are only
+// compared with zero), so any bytes there can make sends fail (every slot
+// pinned: kNoLoan, counted) or cost wake syscalls (sleeper bits set), but
+// never corrupt the data file or crash a publisher. Pin bits one reader
+// clears of another are not prevented (a shared word per slot keeps sends
+// O(1) in readers): the victim's slot may be reused under it, and a pinned
+// reader detects that when it lets go (Reader::Release checks the slot
+// still holds its message and counts overwritten_while_read).
 //
 // Read (cursor r): e = ring[r] (acquire).
 //   tag == r          pin the slot, check its state is message r (or
@@ -78,11 +124,14 @@
 //
 // Wake (no lost wakeups): a waiter registers once (setup) in the sleeper
 // registry and owns bit k of sleeper_mask (or, when all 64 entries are
-// taken, counts in anonymous_sleepers instead). About to sleep it sets its
+// taken, counts in anonymous_sleepers instead; both in the reader-state
+// file, so a guest that cannot write it never announces itself and waits
+// with a bounded timeout instead). About to sleep it sets its
 // bit (fetch_or, seq_cst), reads wake_word, re-checks the ring, then waits
 // on the value read; after waking it clears the bit (fetch_and). A
 // publisher commits, bumps wake_word (seq_cst) and then reads sleeper_mask
-// and anonymous_sleepers (seq_cst, one cache line). If it saw both zero,
+// and anonymous_sleepers (seq_cst, one line of the reader-state file).
+// If it saw both zero,
 // its bump precedes the waiter's announcement in the total order, so the
 // waiter's re-check sees the message. "Nobody is waiting" means no loop is
 // inside (or about to enter) its blocking wait: a loop keeps io_uring waits
@@ -104,7 +153,11 @@
 //     (finishing step 5, and helping step 4), else kFree.
 //   - A slot evicted by a publisher that died before step 7 is a committed
 //     message (or kEmpty) no ring entry names any more: -> kFree.
-//   - Dead pinning reader k: clear bit k in every slot's pinned_by.
+//   - Dead pinning reader k: clear bit k in every slot's pin word.
+//   A process sweeps what it can write: dead publishers and orphaned slots
+//   need write access to the data file, dead readers and sleepers to the
+//   reader-state file; the rest is left to a process that can (and a
+//   sweep says nothing about what it could not look at).
 //   - Dead sleeper k: clear bit k of sleeper_mask. (An anonymous sleeper,
 //     registered when the registry was full, cannot be attributed: if it
 //     dies asleep, publishers keep making a wake syscall they could skip
@@ -118,9 +171,12 @@
 // finding: what and where). Impossible states count as corruption, never as
 // loss: a ring entry naming a slot whose state is an *older* message, the
 // initial kEmpty, or an owner beyond max_publishers. A file that shrinks
-// under a live process cannot SIGBUS it (mapping_guard.h). Space for the
-// whole file is reserved (fallocate) before the file is linked into place,
-// so a full filesystem fails at creation, never at a later page fault.
+// under a live process cannot SIGBUS it (mapping_guard.h guards both
+// mappings). Space for both files is reserved (fallocate) before they are
+// linked into place, so a full filesystem fails at creation, never at a
+// later page fault. Findings in the reader-state file never make the data
+// file's handle corrupt (a hostile reader must not be able to stop
+// publishers): CheckConsistency reports them, Sweep leaves them alone.
 // ============================================================================
 #ifndef TETHER_SHM_LAYOUT_H_
 #define TETHER_SHM_LAYOUT_H_
@@ -136,7 +192,10 @@
 namespace tether::shm::internal {
 
 inline constexpr uint64_t kMagic = 0x48435245'48544554ull;  // "TETHERCH"
-inline constexpr uint32_t kLayoutVersion = 2;
+// "TETHERRS": the reader-state file.
+inline constexpr uint64_t kStateMagic = 0x53525245'48544554ull;
+// 3: reader state (registry, pins, sleepers) in a file of its own.
+inline constexpr uint32_t kLayoutVersion = 3;
 inline constexpr size_t kCacheLine = 64;
 inline constexpr uint32_t kMaxMetadataSize = 1u << 20;
 
@@ -216,10 +275,24 @@ struct alignas(kCacheLine) ChannelHeader {
   uint32_t metadata_size;
   uint32_t creator_pid;
   uint64_t created_realtime_ns;
+  // Pairs this file with its reader-state file (see above).
+  uint64_t nonce;
+  uint64_t state_file_size;
 
   alignas(kCacheLine) std::atomic<uint64_t> tail;
   // The futex word readers sleep on; bumped after every commit.
   alignas(kCacheLine) std::atomic<uint32_t> wake_word;
+};
+
+struct alignas(kCacheLine) ReaderStateHeader {
+  uint64_t magic;
+  uint32_t layout_version;
+  uint32_t header_size;
+  uint64_t params_hash;
+  uint64_t nonce;  // the data file's
+  uint64_t file_size;
+  OwnerToken creator;  // for removing what a creator left when it died
+
   // Bit k: registered sleeper k is inside (or entering) a blocking wait.
   alignas(kCacheLine) std::atomic<uint64_t> sleeper_mask;
   // Sleepers that found the registry full, inside a blocking wait.
@@ -246,7 +319,6 @@ struct alignas(kCacheLine) ReaderEntry {
 
 struct alignas(kCacheLine) SlotHeader {
   std::atomic<uint64_t> state;
-  std::atomic<uint64_t> pinned_by;  // bit k = pinning reader k
   // Written by the owning publisher before commit, read by readers after the
   // ring entry's acquire. Relaxed atomics: an unpinned peek may race a reuse
   // and then discards what it read.
@@ -259,9 +331,11 @@ struct alignas(kCacheLine) SlotHeader {
   // Where the message starts in the payload (bytes, a multiple of 8);
   // offset + size <= slot_size.
   std::atomic<uint32_t> offset;
+  uint64_t reserved[2];
 };
 
 static_assert(std::is_standard_layout_v<ChannelHeader>);
+static_assert(std::is_standard_layout_v<ReaderStateHeader>);
 static_assert(std::is_standard_layout_v<PublisherEntry>);
 static_assert(std::is_standard_layout_v<ReaderEntry>);
 static_assert(std::is_standard_layout_v<SlotHeader>);
@@ -276,12 +350,10 @@ inline constexpr uint64_t RoundUp(uint64_t n, uint64_t to) {
   return (n + to - 1) / to * to;
 }
 
-// Byte offsets of each part, derived from params alone.
+// Byte offsets of each part of the data file, derived from params alone.
 struct Layout {
   uint64_t metadata = 0;
   uint64_t publishers = 0;
-  uint64_t readers = 0;
-  uint64_t sleepers = 0;
   uint64_t ring = 0;
   uint64_t slot_headers = 0;
   uint64_t payloads = 0;
@@ -292,13 +364,28 @@ struct Layout {
     Layout l;
     l.metadata = RoundUp(sizeof(ChannelHeader), kCacheLine);
     l.publishers = l.metadata + RoundUp(metadata_size, kCacheLine);
-    l.readers = l.publishers + uint64_t{p.max_publishers} * sizeof(PublisherEntry);
-    l.sleepers = l.readers + uint64_t{p.max_pinned} * sizeof(ReaderEntry);
-    l.ring = l.sleepers + RoundUp(kMaxSleepers * sizeof(SleeperEntry), kCacheLine);
+    l.ring = l.publishers + uint64_t{p.max_publishers} * sizeof(PublisherEntry);
     l.slot_headers = l.ring + RoundUp(uint64_t{p.queue_depth} * 8, kCacheLine);
     l.payloads = l.slot_headers + p.pool_size() * sizeof(SlotHeader);
     l.payload_stride = RoundUp(p.slot_size, kCacheLine);
     l.total = l.payloads + p.pool_size() * l.payload_stride;
+    return l;
+  }
+};
+
+// Byte offsets of each part of the reader-state file.
+struct StateLayout {
+  uint64_t readers = 0;
+  uint64_t sleepers = 0;
+  uint64_t pins = 0;
+  uint64_t total = 0;
+
+  static StateLayout For(const QueueParams& p) {
+    StateLayout l;
+    l.readers = RoundUp(sizeof(ReaderStateHeader), kCacheLine);
+    l.sleepers = l.readers + uint64_t{p.max_pinned} * sizeof(ReaderEntry);
+    l.pins = l.sleepers + RoundUp(kMaxSleepers * sizeof(SleeperEntry), kCacheLine);
+    l.total = l.pins + RoundUp(p.pool_size() * 8, kCacheLine);
     return l;
   }
 };

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "shm/clock.h"
+#include "shm/file_access.h"
 #include "shm/futex.h"
 #include "shm/layout.h"
 
@@ -31,6 +32,12 @@ const char* ToString(SendStatus status) {
 
 absl::StatusOr<std::unique_ptr<Publisher>> Publisher::Create(Channel* channel) {
   const QueueParams& p = channel->params();
+  if (!channel->data_writable()) {
+    return internal::AccessDenied(
+        channel->path(),
+        absl::StrCat("channel ", channel->name(), " (publishing writes it)"),
+        "write");
+  }
   const OwnerToken token = channel->self_token();
   for (int round = 0; round < 2; ++round) {
     for (uint32_t i = 0; i < p.max_publishers; ++i) {
@@ -91,7 +98,7 @@ void Publisher::TakeNextLoan(uint64_t evicted, uint64_t evicted_index) {
     // Claim, then look for pins (Dekker with Reader::Pin, see layout.h).
     if (sh->state.compare_exchange_strong(state, internal::Owned(index_),
                                           std::memory_order_seq_cst)) {
-      if (sh->pinned_by.load(std::memory_order_seq_cst) == 0) {
+      if (channel_->pin_word(evicted)->load(std::memory_order_seq_cst) == 0) {
         // Seqlock writer side: the state change is visible before any of
         // our next writes into the slot, so an unpinned reader that saw new
         // bytes also sees the state change when it re-checks.
@@ -214,8 +221,11 @@ SendResult Publisher::SendImpl(size_t size, const SendTimes* times,
                                     std::memory_order_acq_rel);
     sh->state.compare_exchange_strong(pending, q, std::memory_order_seq_cst);
     h->wake_word.fetch_add(1, std::memory_order_seq_cst);
-    if (h->sleeper_mask.load(std::memory_order_seq_cst) != 0 ||
-        h->anonymous_sleepers.load(std::memory_order_seq_cst) != 0) {
+    // The sleeper announcements live in the reader-state file; any value
+    // there costs at most this syscall (layout.h, "Wake").
+    internal::ReaderStateHeader* rs = channel_->state_header();
+    if (rs->sleeper_mask.load(std::memory_order_seq_cst) != 0 ||
+        rs->anonymous_sleepers.load(std::memory_order_seq_cst) != 0) {
       FutexWake(&h->wake_word);
     }
     ++sequence_;

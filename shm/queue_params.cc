@@ -1,5 +1,6 @@
 #include "shm/queue_params.h"
 
+#include <algorithm>
 #include <bit>
 
 #include "absl/strings/str_cat.h"
@@ -16,7 +17,10 @@ absl::Status Validate(const QueueParams& p) {
       !std::has_single_bit(p.queue_depth)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "queue_depth ", p.queue_depth, " is not valid: use a power of two in 2..",
-        kMaxQueueDepth, " (e.g. ", std::bit_ceil(std::max(p.queue_depth, 2u)),
+        kMaxQueueDepth, " (e.g. ",
+        // Clamped first: bit_ceil of a value above 2^31 is undefined (a
+        // corrupt header gives any value; found by the channel fuzzer).
+        std::bit_ceil(std::clamp(p.queue_depth, 2u, kMaxQueueDepth)),
         ")"));
   }
   if (p.max_publishers == 0 || p.max_publishers > kMaxPublishers) {

@@ -15,7 +15,8 @@ namespace tether::shm {
 inline constexpr uint32_t kMaxSlotSize = 256u << 20;  // 256 MiB per message
 inline constexpr uint32_t kMaxQueueDepth = 1u << 20;  // ring entries
 inline constexpr uint32_t kMaxPublishers = 1024;
-// Pins are one bit each in a 64-bit word per slot (SlotHeader::pinned_by,
+// Pins are one bit each in a 64-bit word per slot (the pin words of the
+// reader-state file,
 // see shm/layout.h).
 inline constexpr uint32_t kMaxPinned = 64;
 

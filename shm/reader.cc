@@ -29,6 +29,11 @@ Reader::Reader(Channel* channel, int index)
 absl::StatusOr<std::unique_ptr<Reader>> Reader::Create(
     Channel* channel, const ReaderOptions& options) {
   int index = -1;
+  if (options.pin && !channel->reader_state_writable()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "cannot pin messages of channel ", channel->name(), ": ",
+        channel->GuestReason(), "; or open it unpinned (guest)"));
+  }
   if (options.pin) {
     const uint32_t k = channel->params().max_pinned;
     for (int round = 0; round < 2 && index < 0; ++round) {
@@ -67,10 +72,19 @@ Reader::~Reader() {
 
 void Reader::Release() {
   if (pinned_slot_ < 0) return;
+  // Our pin kept the slot from reuse unless someone cleared our bit (a
+  // process with write access to the reader-state file): then what the
+  // caller read may have been overwritten meanwhile. Counted, never
+  // silent (layout.h, "What the reader-state file cannot do").
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (!internal::HoldsMessage(channel_->slot_header(pinned_slot_)->state.load(
+                                  std::memory_order_relaxed),
+                              pinned_index_)) {
+    ++overwritten_while_read_;
+  }
   // release: our reads of the slot happen before a publisher that sees the
   // bit cleared (seq_cst load) reuses it.
-  channel_->slot_header(pinned_slot_)->pinned_by.fetch_and(
-      ~bit_, std::memory_order_release);
+  channel_->pin_word(pinned_slot_)->fetch_and(~bit_, std::memory_order_release);
   pinned_slot_ = -1;
 }
 
@@ -86,12 +100,14 @@ Reader::Take Reader::TryTake(uint64_t slot, uint64_t q, MessageView* view) {
   uint64_t state;
   if (bit_ != 0) {
     // Dekker with the publisher's claim (see layout.h): pin, then check.
-    sh->pinned_by.fetch_or(bit_, std::memory_order_seq_cst);
+    std::atomic<uint64_t>* pins = channel_->pin_word(slot);
+    pins->fetch_or(bit_, std::memory_order_seq_cst);
     state = sh->state.load(std::memory_order_seq_cst);
     if (!internal::HoldsMessage(state, q)) {
-      sh->pinned_by.fetch_and(~bit_, std::memory_order_release);
+      pins->fetch_and(~bit_, std::memory_order_release);
     } else {
       pinned_slot_ = static_cast<int64_t>(slot);
+      pinned_index_ = q;
     }
   } else {
     state = sh->state.load(std::memory_order_acquire);

@@ -57,7 +57,9 @@ struct ReaderOptions {
 class Reader {
  public:
   // ResourceExhausted naming max_pinned when pinning and all pin entries are
-  // taken (after sweeping dead readers). Not RT-safe (setup).
+  // taken (after sweeping dead readers); PermissionDenied saying why
+  // (Channel::GuestReason) when pinning but the reader-state file is not
+  // writable (open with pin = false: a guest). Not RT-safe (setup).
   static absl::StatusOr<std::unique_ptr<Reader>> Create(
       Channel* channel, const ReaderOptions& options = {});
 
@@ -74,7 +76,11 @@ class Reader {
   // Messages skipped this way are not counted as missed. RT-safe.
   ReadStatus Latest(MessageView* view);
 
-  // Unpins the current view (no-op when unpinned). RT-safe.
+  // Unpins the current view (no-op when unpinned). First checks that the
+  // slot still holds the message: if not, another process cleared this
+  // reader's pin (layout.h) and what was read in place may be torn; that
+  // is counted in overwritten_while_read(). RT-safe: two atomic loads and
+  // one RMW.
   void Release();
 
   // True if Next() would not return kNothingNew (a message, a loss or
@@ -93,6 +99,10 @@ class Reader {
   // them (so a tool that ends can still say exactly what it missed).
   uint64_t total_missed() const { return total_missed_ + pending_missed_; }
   bool pinning() const { return bit_ != 0; }
+  // Pinned views whose slot was reused before Release(): only possible
+  // when a process with write access to the reader-state file cleared
+  // this reader's pin bit. RT-safe.
+  uint64_t overwritten_while_read() const { return overwritten_while_read_; }
 
  private:
   enum class Take { kRead, kGone, kCorrupt };
@@ -112,6 +122,8 @@ class Reader {
   uint64_t pending_missed_ = 0;  // lost, not yet reported with a message
   uint64_t total_missed_ = 0;
   int64_t pinned_slot_ = -1;
+  uint64_t pinned_index_ = 0;  // the queue index pinned_slot_ holds
+  uint64_t overwritten_while_read_ = 0;
 };
 
 }  // namespace tether::shm

@@ -65,7 +65,7 @@ void Channel::SweepReader(uint32_t index, SweepReport* report) {
   ++report->dead_readers;
   const uint64_t bit = uint64_t{1} << index;
   for (uint64_t s = 0; s < params_.pool_size(); ++s) {
-    slot_header(s)->pinned_by.fetch_and(~bit, std::memory_order_release);
+    pin_word(s)->fetch_and(~bit, std::memory_order_release);
   }
   e->owner.store(kNoOwner, std::memory_order_release);
 }
@@ -76,7 +76,7 @@ void Channel::SweepSleeper(uint32_t index, SweepReport* report) {
   // Its bit is set only if it died asleep: then publishers would make a
   // wake syscall on every send for nobody.
   const uint64_t bit = uint64_t{1} << index;
-  if ((header_->sleeper_mask.fetch_and(~bit, std::memory_order_seq_cst) &
+  if ((state_header_->sleeper_mask.fetch_and(~bit, std::memory_order_seq_cst) &
        bit) != 0) {
     ++report->dead_sleepers;
   }
@@ -88,12 +88,34 @@ SweepReport Channel::Sweep() {
   // A corrupt channel is left as it is: "repairing" garbage would hide
   // what was lost.
   if (corrupt()) return report;
-  for (uint32_t i = 0; i < params_.max_publishers; ++i) SweepPublisher(i, &report);
-  for (uint32_t i = 0; i < params_.max_pinned; ++i) SweepReader(i, &report);
-  for (uint32_t i = 0; i < internal::kMaxSleepers; ++i) {
-    SweepSleeper(i, &report);
+  // Each process sweeps the file it can write (layout.h, "Death").
+  if (data_writable_) {
+    for (uint32_t i = 0; i < params_.max_publishers; ++i) {
+      SweepPublisher(i, &report);
+    }
+  } else {
+    report.skipped_data = true;
   }
-  SweepOrphanedSlots(&report);
+  if (state_writable_) {
+    for (uint32_t i = 0; i < params_.max_pinned; ++i) SweepReader(i, &report);
+    for (uint32_t i = 0; i < internal::kMaxSleepers; ++i) {
+      SweepSleeper(i, &report);
+    }
+    // Pin bits of readers that cannot exist (beyond max_pinned) hold slots
+    // forever; no registration can own them, so clearing them races
+    // nobody.
+    const uint64_t impossible =
+        params_.max_pinned >= 64 ? 0 : ~uint64_t{0} << params_.max_pinned;
+    for (uint64_t s = 0; impossible != 0 && s < params_.pool_size(); ++s) {
+      if ((pin_word(s)->load(std::memory_order_relaxed) & impossible) != 0) {
+        pin_word(s)->fetch_and(~impossible, std::memory_order_release);
+        ++report.corrupt_entries;
+      }
+    }
+  } else {
+    report.skipped_reader_state = true;
+  }
+  if (data_writable_) SweepOrphanedSlots(&report);
   return report;
 }
 

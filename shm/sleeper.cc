@@ -8,6 +8,8 @@
 namespace tether::shm {
 
 Sleeper Channel::RegisterSleeper() {
+  // A guest cannot announce itself: it polls (see Sleeper::guest()).
+  if (!state_writable_) return Sleeper(this, Sleeper::kGuest);
   const OwnerToken token = self_token();
   for (int round = 0; round < 2; ++round) {
     for (uint32_t i = 0; i < internal::kMaxSleepers; ++i) {
@@ -21,7 +23,7 @@ Sleeper Channel::RegisterSleeper() {
     }
     Sweep();  // dead waiters may hold entries
   }
-  return Sleeper(this, -1);
+  return Sleeper(this, Sleeper::kAnonymous);
 }
 
 Sleeper::Sleeper(Sleeper&& other) noexcept
@@ -54,7 +56,8 @@ void Sleeper::Release() {
 }
 
 void Sleeper::BeginSleep() {
-  internal::ChannelHeader* h = channel_->header_;
+  if (index_ == kGuest) return;
+  internal::ReaderStateHeader* h = channel_->state_header_;
   asleep_ = true;
   if (index_ >= 0) {
     h->sleeper_mask.fetch_or(uint64_t{1} << index_, std::memory_order_seq_cst);
@@ -64,7 +67,8 @@ void Sleeper::BeginSleep() {
 }
 
 void Sleeper::EndSleep() {
-  internal::ChannelHeader* h = channel_->header_;
+  if (index_ == kGuest) return;
+  internal::ReaderStateHeader* h = channel_->state_header_;
   asleep_ = false;
   if (index_ >= 0) {
     h->sleeper_mask.fetch_and(~(uint64_t{1} << index_),

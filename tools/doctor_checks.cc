@@ -351,6 +351,102 @@ CheckResult CheckGovernor(const DoctorInputs& in) {
 
 }  // namespace
 
+namespace {
+
+CheckResult CheckRemoveIpc(const DoctorInputs& in) {
+  const std::string title = "systemd-logind RemoveIPC";
+  const LogindFacts& l = in.logind;
+  if (!l.present) {
+    return Result("logind_remove_ipc", title, Verdict::kOk,
+                  "no systemd-logind config (logind is not managing logins)");
+  }
+  const std::string fix =
+      "printf '[Login]\\nRemoveIPC=no\\n' > "
+      "/etc/systemd/logind.conf.d/tether.conf && systemctl restart "
+      "systemd-logind; or run the stack as a system user (uid below 1000, "
+      "which logind leaves alone)";
+  if (!l.remove_ipc.has_value()) {
+    return Result("logind_remove_ipc", title, Verdict::kWarn,
+                  "RemoveIPC is not set, and systemd's default is yes: when a "
+                  "non-system user's last login session ends, logind deletes "
+                  "the files that user owns in /dev/shm, so channels created "
+                  "by a stack run as a normal user vanish under it",
+                  fix);
+  }
+  if (*l.remove_ipc) {
+    return Result("logind_remove_ipc", title, Verdict::kWarn,
+                  "RemoveIPC=yes (" + l.source +
+                      "): when a non-system user's last login session ends, "
+                      "logind deletes the files that user owns in /dev/shm, "
+                      "so channels of a stack run as a normal user vanish "
+                      "under it",
+                  fix);
+  }
+  return Result("logind_remove_ipc", title, Verdict::kOk,
+                "RemoveIPC=no (" + l.source + ")");
+}
+
+std::string OctalMode(uint32_t mode) {
+  char buf[8];
+  std::snprintf(buf, sizeof(buf), "%04o", mode);
+  return buf;
+}
+
+CheckResult CheckChannelFolders(const DoctorInputs& in) {
+  const std::string title = "channel folders (other users of a stack)";
+  if (in.channel_folders.empty()) {
+    return Result("channel_folders", title, Verdict::kOk,
+                  "no tether root yet (created with the first channel)");
+  }
+  std::vector<std::string> problems, fixes;
+  for (const ChannelFolderFacts& f : in.channel_folders) {
+    const std::string what = f.path + " (mode " + OctalMode(f.mode) +
+                             ", owner " + f.owner + ", group " + f.group + ")";
+    if (f.is_root) {
+      if ((f.mode & 0001) == 0) {
+        problems.push_back(what + ": users other than " + f.owner +
+                           " and group " + f.group +
+                           " cannot reach any instance in it");
+        fixes.push_back("chmod 1777 " + f.path +
+                        " (like /dev/shm: anyone may add an instance, nobody "
+                        "may remove another's)");
+      }
+      continue;
+    }
+    if ((f.mode & 0011) == 0) {
+      problems.push_back(what + ": only " + f.owner +
+                         " can enter it, so a stack's nodes or tools running "
+                         "as other users cannot open its channels");
+      fixes.push_back("give the stack's channels a group (\"group\" in the "
+                      "stack config; tether creates the folder with it), or "
+                      "chgrp GROUP " + f.path + " && chmod 2750 " + f.path);
+    }
+    if ((f.mode & 01000) != 0) {
+      problems.push_back(what + ": the sticky bit stops the group's users "
+                         "removing each other's leftover channel files");
+      fixes.push_back("chmod -t " + f.path);
+    }
+    if ((f.mode & 0002) != 0 && (f.mode & 01000) == 0) {
+      problems.push_back(what + ": every user may replace its channel files "
+                         "(tether refuses to create channels there)");
+      fixes.push_back("chmod o-w " + f.path);
+    }
+  }
+  if (problems.empty()) {
+    return Result("channel_folders", title, Verdict::kOk,
+                  std::to_string(in.channel_folders.size()) +
+                      " folder(s); other users of their groups can enter them");
+  }
+  std::string detail, fix;
+  for (size_t i = 0; i < problems.size(); ++i) {
+    detail += (i ? "; " : "") + problems[i];
+    fix += (i ? "; " : "") + fixes[i];
+  }
+  return Result("channel_folders", title, Verdict::kWarn, detail, fix);
+}
+
+}  // namespace
+
 std::string_view VerdictName(Verdict verdict) {
   switch (verdict) {
     case Verdict::kOk:
@@ -368,7 +464,8 @@ std::vector<CheckResult> RunDoctorChecks(const DoctorInputs& inputs) {
       CheckIoUring(inputs),     CheckFutexOps(inputs),  CheckRingSetup(inputs),
       CheckWakeBackend(inputs), CheckPreemptRt(inputs), CheckRtprio(inputs),
       CheckMemlock(inputs),     CheckShm(inputs),       CheckCpus(inputs),
-      CheckGovernor(inputs),
+      CheckGovernor(inputs),    CheckRemoveIpc(inputs),
+      CheckChannelFolders(inputs),
   };
 }
 

@@ -1,5 +1,7 @@
 #include "tools/doctor_inputs.h"
 
+#include <dirent.h>
+#include <grp.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -7,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -145,6 +148,71 @@ std::optional<std::vector<int>> ParseCpuList(std::string_view text) {
   return cpus;
 }
 
+namespace {
+
+// RemoveIPC= in one logind config text ("[Login]" section), if set.
+void ReadRemoveIpc(const std::string& path, LogindFacts* facts) {
+  std::optional<std::string> text = ReadFile(path);
+  if (!text) return;
+  facts->present = true;
+  int line_no = 0;
+  size_t pos = 0;
+  while (pos <= text->size()) {
+    size_t end = text->find('\n', pos);
+    if (end == std::string::npos) end = text->size();
+    ++line_no;
+    std::string_view line = Trim(std::string_view(*text).substr(pos, end - pos));
+    pos = end + 1;
+    if (line.rfind("RemoveIPC", 0) != 0) continue;
+    const size_t eq = line.find('=');
+    if (eq == std::string_view::npos) continue;
+    std::string value(Trim(line.substr(eq + 1)));
+    for (char& c : value) c = static_cast<char>(std::tolower(c));
+    const bool yes = value == "yes" || value == "true" || value == "1" ||
+                     value == "on";
+    const bool no = value == "no" || value == "false" || value == "0" ||
+                    value == "off";
+    if (!yes && !no) continue;
+    facts->remove_ipc = yes;
+    facts->source = path + ":" + std::to_string(line_no);
+  }
+}
+
+std::string NameOfUser(uid_t uid) {
+  passwd entry;
+  passwd* found = nullptr;
+  char buf[4096];
+  if (getpwuid_r(uid, &entry, buf, sizeof(buf), &found) == 0 && found) {
+    return found->pw_name;
+  }
+  return std::to_string(uid);
+}
+
+std::string NameOfGroup(gid_t gid) {
+  group entry;
+  group* found = nullptr;
+  char buf[8192];
+  if (getgrgid_r(gid, &entry, buf, sizeof(buf), &found) == 0 && found) {
+    return found->gr_name;
+  }
+  return std::to_string(gid);
+}
+
+std::optional<ChannelFolderFacts> FolderFacts(const std::string& path,
+                                              bool is_root) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
+  ChannelFolderFacts f;
+  f.path = path;
+  f.mode = st.st_mode & 07777;
+  f.owner = NameOfUser(st.st_uid);
+  f.group = NameOfGroup(st.st_gid);
+  f.is_root = is_root;
+  return f;
+}
+
+}  // namespace
+
 DoctorInputs GatherDoctorInputs(const DoctorOptions& options) {
   DoctorInputs in;
   in.kernel = loop::ProbeKernel(loop::ProbeOptions{
@@ -202,6 +270,43 @@ DoctorInputs GatherDoctorInputs(const DoctorOptions& options) {
             ReadFile(cpu_dir + "/cpu" + std::to_string(cpu) +
                      "/cpufreq/scaling_governor")) {
       in.governors.emplace_back(cpu, std::string(Trim(*governor)));
+    }
+  }
+
+  // logind.conf, then logind.conf.d/*.conf in name order: the last wins.
+  const std::string logind = options.etc_root + "/systemd/logind.conf";
+  ReadRemoveIpc(logind, &in.logind);
+  std::vector<std::string> dropins;
+  if (DIR* d = opendir((logind + ".d").c_str()); d != nullptr) {
+    in.logind.present = true;
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.size() > 5 && name.compare(name.size() - 5, 5, ".conf") == 0) {
+        dropins.push_back(logind + ".d/" + name);
+      }
+    }
+    closedir(d);
+  }
+  std::sort(dropins.begin(), dropins.end());
+  for (const std::string& f : dropins) ReadRemoveIpc(f, &in.logind);
+
+  if (std::optional<ChannelFolderFacts> root =
+          FolderFacts(options.tether_root, /*is_root=*/true)) {
+    in.channel_folders.push_back(*root);
+    std::vector<std::string> instances;
+    if (DIR* d = opendir(options.tether_root.c_str()); d != nullptr) {
+      while (dirent* e = readdir(d)) {
+        const std::string name = e->d_name;
+        if (name != "." && name != "..") instances.push_back(name);
+      }
+      closedir(d);
+    }
+    std::sort(instances.begin(), instances.end());
+    for (const std::string& name : instances) {
+      if (std::optional<ChannelFolderFacts> f =
+              FolderFacts(options.tether_root + "/" + name, false)) {
+        in.channel_folders.push_back(*f);
+      }
     }
   }
   return in;

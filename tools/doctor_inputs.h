@@ -26,6 +26,28 @@ struct DoctorOptions {
   std::string sys_root = "/sys";
   // The directory channels live under (statvfs, access).
   std::string shm_path = "/dev/shm";
+  // Reads <etc_root>/systemd/logind.conf and logind.conf.d/*.conf.
+  std::string etc_root = "/etc";
+  // The tether root whose instance folders are checked for other users.
+  std::string tether_root = "/dev/shm/tether";
+};
+
+// systemd-logind's RemoveIPC, as its config files set it.
+struct LogindFacts {
+  bool present = false;  // <etc>/systemd/logind.conf or its .d folder exists
+  // The effective setting (the last file that sets it wins), nullopt when
+  // no file sets it (systemd's default is yes).
+  std::optional<bool> remove_ipc;
+  std::string source;  // "file:line" of the effective setting
+};
+
+// A folder channels live in (the tether root itself, then each instance).
+struct ChannelFolderFacts {
+  std::string path;
+  uint32_t mode = 0;  // permission bits incl. setgid/sticky
+  std::string owner;
+  std::string group;
+  bool is_root = false;  // the tether root, not an instance
 };
 
 inline constexpr uint64_t kUnlimited = std::numeric_limits<uint64_t>::max();
@@ -60,6 +82,9 @@ struct DoctorInputs {
   std::vector<int> isolated_cpus;  // From .../cpu/isolated; empty if none.
   // "cpuN: governor" for each online CPU with cpufreq; empty without cpufreq.
   std::vector<std::pair<int, std::string>> governors;
+  LogindFacts logind;
+  // The tether root (first, when it exists) and its instance folders.
+  std::vector<ChannelFolderFacts> channel_folders;
 };
 
 // Reads the facts: probes the kernel (loop::ProbeKernel), reads the files

@@ -59,8 +59,11 @@ int RunEcho(const EchoOptions& options, std::ostream& out, std::ostream& err) {
     err << "tether echo: " << waiter.status().message() << "\n";
     return kExitFailure;
   }
-  const bool pinned = sub_options.pin;
-  if (!pinned) {
+  const bool pinned = sub_options.pin && !(*sub)->guest();
+  if ((*sub)->guest()) {
+    err << "tether echo: note: " << options.channel << ": "
+        << channel->handle->GuestReason() << "\n";
+  } else if (!pinned) {
     err << "tether echo: note: reading " << options.channel
         << " unpinned (its pins are "
         << (options.force_unpinned ? "not used" : "all taken")

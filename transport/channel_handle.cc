@@ -69,11 +69,13 @@ absl::StatusOr<CreatePlan> PlanCreate(const shm::ChannelOptions& options,
 
   CreatePlan plan{name, *params, capnp::messageToFlatArray(message), options};
   const std::string mode = channel.getMode().cStr();
-  if (!mode.empty()) {
-    plan.options.mode = static_cast<mode_t>(std::strtoul(mode.c_str(), nullptr, 8));
+  if (!mode.empty()) plan.options.mode = static_cast<mode_t>(std::strtoul(mode.c_str(), nullptr, 8));
+  const std::string reader_mode = channel.getReaderMode().cStr();
+  if (!reader_mode.empty()) {
+    plan.options.reader_mode =
+        static_cast<mode_t>(std::strtoul(reader_mode.c_str(), nullptr, 8));
   }
-  const std::string group = channel.getGroup().cStr();
-  if (!group.empty()) {
+  auto lookup = [&name](const std::string& group) -> absl::StatusOr<gid_t> {
     // Setup only: getgrnam_r may read /etc/group or NSS.
     struct group entry;
     struct group* found = nullptr;
@@ -85,7 +87,18 @@ absl::StatusOr<CreatePlan> PlanCreate(const shm::ChannelOptions& options,
           " does not exist on this machine: create it (groupadd) or fix the "
           "channel's group in the config"));
     }
-    plan.options.group = found->gr_gid;
+    return found->gr_gid;
+  };
+  if (const std::string group = channel.getGroup().cStr(); !group.empty()) {
+    absl::StatusOr<gid_t> gid = lookup(group);
+    if (!gid.ok()) return gid.status();
+    plan.options.group = *gid;
+  }
+  if (const std::string group = channel.getReaderGroup().cStr();
+      !group.empty()) {
+    absl::StatusOr<gid_t> gid = lookup(group);
+    if (!gid.ok()) return gid.status();
+    plan.options.reader_group = *gid;
   }
   return plan;
 }

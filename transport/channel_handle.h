@@ -56,8 +56,20 @@ class ChannelHandle {
   std::span<const std::byte> schema() const;
   // The queue's shape (slot size, depth, publishers, pins).
   const shm::QueueParams& params() const { return shm_->params(); }
-  // The channel file.
+  // The channel's data file and its reader-state file.
   const std::string& path() const { return shm_->path(); }
+  const std::string& reader_state_path() const {
+    return shm_->reader_state_path();
+  }
+  // This process may publish (it can write the data file). Any thread.
+  bool writable() const { return shm_->data_writable(); }
+  // This process reads as a guest: it cannot write the reader-state file,
+  // so its subscribers copy messages unpinned and its waiters poll (see
+  // shm/layout.h). Any thread.
+  bool guest() const { return !shm_->reader_state_writable(); }
+  // Why (who we are, the file's mode, owner and group, what to ask for),
+  // for a one-line note; empty when not a guest. Setup only (allocates).
+  std::string GuestReason() const { return shm_->GuestReason(); }
   // Counters of the shared queue (messages so far, registered publishers
   // and pinning readers, sleepers, file size): a snapshot. RT-safe.
   shm::ChannelStats stats() const { return shm_->Stats(); }

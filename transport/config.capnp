@@ -66,10 +66,25 @@ struct Channel {
   # Readers holding a message pinned at once (0..64).
 
   mode @8 :Text = "0660";
-  # Permissions of the channel file, an octal string; the owner needs rw.
+  # Permissions of the channel's data file, an octal string; the owner
+  # needs rw. Write access lets a process publish (and so forge messages);
+  # read access lets it read them. "0640": the group reads, only the owner
+  # publishes.
 
   group @9 :Text;
-  # Group owning the channel file; empty: the launcher's group.
+  # Group owning the channel's files and its instance folder; empty: the
+  # launcher's group.
+
+  readerMode @10 :Text;
+  # Permissions of the channel's reader-state file (pins, sleepers), an
+  # octal string; the owner needs rw. Write access lets a reader pin
+  # messages and be woken; a reader that can read the data but not write
+  # this reads as a guest (unpinned copies, polling), affecting nobody.
+  # Empty: `mode` plus group write where the group may read ("0640" ->
+  # "0660"). See docs/security.md for what a writer of this file can do.
+
+  readerGroup @11 :Text;
+  # Group owning the reader-state file; empty: `group`.
 }
 
 struct Node {

@@ -169,7 +169,16 @@ class StackValidator {
                          "word)"));
     }
 
-    const absl::string_view mode = View(channel.getMode());
+    ValidateMode(i, file, "mode", View(channel.getMode()), /*optional=*/false);
+    ValidateMode(i, file, "readerMode", View(channel.getReaderMode()),
+                 /*optional=*/true);
+    ValidateGroup(i, file, "group", View(channel.getGroup()));
+    ValidateGroup(i, file, "readerGroup", View(channel.getReaderGroup()));
+  }
+
+  void ValidateMode(size_t i, int file, const char* field,
+                    absl::string_view mode, bool optional) {
+    if (optional && mode.empty()) return;
     bool octal = (mode.size() == 3 || mode.size() == 4) &&
                  (mode.size() == 3 || mode[0] == '0');
     unsigned mode_bits = 0;
@@ -178,21 +187,32 @@ class StackValidator {
       mode_bits = mode_bits * 8 + static_cast<unsigned>(ch - '0');
     }
     if (!octal) {
-      problems_.Error(file, ChannelPath(i, "mode"),
+      problems_.Error(file, ChannelPath(i, field),
             absl::StrCat(Quote(mode),
                          " is not a file mode; use an octal string of "
                          "permission bits such as \"0660\" or \"0640\""));
     } else if ((mode_bits & 0600) != 0600) {
-      problems_.Error(file, ChannelPath(i, "mode"),
+      problems_.Error(file, ChannelPath(i, field),
             absl::StrCat(Quote(mode),
                          " does not let the owner read and write the "
                          "channel; use e.g. \"0660\""));
+    } else if ((mode_bits & 0002) != 0) {
+      problems_.Error(file, ChannelPath(i, field),
+            absl::StrCat(Quote(mode),
+                         " lets every user write the file (",
+                         std::string(field) == "mode"
+                             ? "anyone could forge messages"
+                             : "anyone could pin every slot and stop sends",
+                         "); give write access to a group instead, e.g. "
+                         "\"0664\""));
     }
+  }
 
-    const absl::string_view group = View(channel.getGroup());
+  void ValidateGroup(size_t i, int file, const char* field,
+                     absl::string_view group) {
     if (!group.empty() &&
         (!IsSimpleName(group) || absl::ascii_isdigit(group[0]))) {
-      problems_.Error(file, ChannelPath(i, "group"),
+      problems_.Error(file, ChannelPath(i, field),
             absl::StrCat(Quote(group),
                          " is not a group name; use letters, digits, '_' and "
                          "'-', starting with a letter, or leave it out"));

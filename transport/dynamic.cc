@@ -26,7 +26,13 @@ absl::StatusOr<std::string> MessageToJson(capnp::StructSchema type,
     std::memcpy(words.get(), framed.data(), framed.size());
     bytes = {reinterpret_cast<const std::byte*>(words.get()), framed.size()};
   }
-  SlotMessageReader reader(bytes);
+  // JSON costs memory per value, not per word: a list of a million empty
+  // structs is a few words of message and hundreds of MB of JSON. Cap'n
+  // Proto charges each such element one word of traversal, so a budget in
+  // proportion to the message bounds what printing it can cost.
+  ReadOptions options;
+  options.traversal_limit_words = 4 * (bytes.size() / 8) + 65536;
+  SlotMessageReader reader(bytes, options);
   if (!reader.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "not a framed Cap'n Proto message: ", FramingStatusName(reader.status())));

@@ -16,8 +16,10 @@
 namespace tether::transport {
 
 // Framed message bytes (as in a slot) -> one-line JSON object of `type`.
-// InvalidArgument with the reason if the bytes are not a valid message.
-// Int64/UInt64 fields print as JSON strings (Cap'n Proto's JSON convention),
+// InvalidArgument with the reason if the bytes are not a valid message, or
+// if it would print as more values than about 4 per word of message (lists
+// of empty structs or Void: a hostile sender's way to make a printer run
+// out of memory). Int64/UInt64 fields print as JSON strings (Cap'n Proto's JSON convention),
 // Data fields as arrays of numbers.
 absl::StatusOr<std::string> MessageToJson(capnp::StructSchema type,
                                           std::span<const std::byte> framed);

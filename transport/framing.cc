@@ -283,7 +283,11 @@ std::span<std::byte> SlotMessageBuilder::InitBlob(
   b.bytes = size;
   std::byte* bytes = reinterpret_cast<std::byte*>(slot_ + b.first_word + 1);
   // The padding of the last word must not show an earlier message's bytes.
-  if (size % 8 != 0) slot_[b.first_word + words - 1] = capnp::word();
+  // (memset: capnp::word is not assignable; g++ 12 accepts the assignment,
+  // clang 14 rightly refuses it.)
+  if (size % 8 != 0) {
+    std::memset(&slot_[b.first_word + words - 1], 0, sizeof(capnp::word));
+  }
   if (fill == BlobFill::kZeroed) std::memset(bytes, 0, size);
   return {bytes, size};
 }

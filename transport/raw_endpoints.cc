@@ -1,5 +1,7 @@
 #include "transport/raw_endpoints.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "shm/clock.h"
 #include "transport/framing.h"
@@ -81,15 +83,39 @@ PublishResult RawPublisher::Publish(std::span<const std::byte> framed,
 absl::StatusOr<std::unique_ptr<RawSubscriber>> RawSubscriber::Create(
     ChannelHandle* channel, const SubscriberOptions& options,
     EndpointHooks* hooks) {
+  SubscriberOptions o = options;
+  bool guest = false;
+  if (o.pin && channel->guest() && o.guest_fallback) {
+    o.pin = false;
+    o.copy = true;
+    guest = true;
+  }
   shm::ReaderOptions ro;
-  ro.pin = options.pin;
-  ro.start = options.from_oldest ? shm::ReaderOptions::Start::kOldest
-                                 : shm::ReaderOptions::Start::kNew;
+  ro.pin = o.pin;
+  ro.start = o.from_oldest ? shm::ReaderOptions::Start::kOldest
+                           : shm::ReaderOptions::Start::kNew;
   absl::StatusOr<std::unique_ptr<shm::Reader>> r =
       shm::Reader::Create(channel->shm(), ro);
   if (!r.ok()) return r.status();
-  return std::unique_ptr<RawSubscriber>(
+  std::unique_ptr<RawSubscriber> s(
       new RawSubscriber(channel, std::move(*r), hooks));
+  s->guest_ = guest;
+  if (o.copy && !o.pin) {
+    s->copy_.resize((channel->params().slot_size + 7) / 8 + 1);
+  }
+  return s;
+}
+
+bool RawSubscriber::CopyIntact() {
+  std::memcpy(copy_.data(), view_.data.data(), view_.data.size());
+  if (reader_->StillValid(view_)) {
+    view_.data = {reinterpret_cast<const std::byte*>(copy_.data()),
+                  view_.data.size()};
+    return true;
+  }
+  ++torn_;
+  ++torn_unreported_;
+  return false;
 }
 
 ReceiveStatus RawSubscriber::Fill(shm::ReadStatus status,
@@ -114,19 +140,37 @@ ReceiveStatus RawSubscriber::Fill(shm::ReadStatus status,
   c.publisher_pid = view.publisher_pid;
   c.publisher_index = view.publisher_index;
   c.publisher_sequence = view.publisher_sequence;
-  c.missed = view.missed;
+  c.missed = view.missed + torn_unreported_;
+  torn_unreported_ = 0;
   return ReceiveStatus::kOk;
 }
 
 ReceiveStatus RawSubscriber::Next(RawMessage* message) {
-  return Fill(reader_->Next(&view_), view_, message);
+  // Copy mode: a message overwritten while copied is lost (counted, as
+  // any overwrite); the next one is tried. Bounded: each retry is a
+  // newer message, and the queue holds queue_depth of them.
+  const uint64_t tries = channel_->params().queue_depth + 1;
+  for (uint64_t i = 0; i < tries; ++i) {
+    const shm::ReadStatus st = reader_->Next(&view_);
+    if (st != shm::ReadStatus::kOk || copy_.empty() || CopyIntact()) {
+      return Fill(st, view_, message);
+    }
+  }
+  return ReceiveStatus::kNothingNew;  // a publisher outruns every copy
 }
 
 ReceiveStatus RawSubscriber::Latest(RawMessage* message) {
-  return Fill(reader_->Latest(&view_), view_, message);
+  for (int i = 0; i < 4; ++i) {
+    const shm::ReadStatus st = reader_->Latest(&view_);
+    if (st != shm::ReadStatus::kOk || copy_.empty() || CopyIntact()) {
+      return Fill(st, view_, message);
+    }
+  }
+  return ReceiveStatus::kNothingNew;
 }
 
 bool RawSubscriber::StillValid(const RawMessage& message) const {
+  if (!copy_.empty()) return true;  // a private copy, checked when taken
   shm::MessageView v = view_;
   v.queue_index = message.context.queue_index;
   return reader_->StillValid(v);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "shm/publisher.h"
@@ -126,6 +127,16 @@ struct SubscriberOptions {
   // Start with the oldest message still in the channel instead of only new
   // ones.
   bool from_oldest = false;
+  // Unpinned, but each message is copied into the subscriber's own buffer
+  // (allocated at creation: slot size) and checked intact after the copy;
+  // one overwritten while copied counts as missed. Messages stay valid
+  // until the next read. What a guest reads with.
+  bool copy = false;
+  // Pinning was asked for but this process cannot write the channel's
+  // reader-state file (ChannelHandle::guest()): read as a guest instead
+  // (pin = false, copy = true; guest() says so). false: Create fails with
+  // PermissionDenied saying why.
+  bool guest_fallback = true;
 };
 
 // One subscriber cursor. Not copyable or movable; one thread at a time.
@@ -133,7 +144,8 @@ class RawSubscriber {
  public:
   // A cursor at the newest message (or the oldest, options.from_oldest).
   // Pinning takes one of the channel's maxPinned entries: ResourceExhausted
-  // naming maxPinned when all are taken (after sweeping dead readers).
+  // naming maxPinned when all are taken (after sweeping dead readers). A
+  // guest (see SubscriberOptions::guest_fallback) reads copies instead.
   // `channel` (and `hooks`, may be null, from an event loop) must outlive
   // the subscriber. Setup only: not RT-safe (may read /proc to sweep).
   static absl::StatusOr<std::unique_ptr<RawSubscriber>> Create(
@@ -161,7 +173,17 @@ class RawSubscriber {
   bool StillValid(const RawMessage& message) const;
 
   ChannelHandle* channel() const { return channel_; }
-  uint64_t total_missed() const { return reader_->total_missed(); }
+  uint64_t total_missed() const { return reader_->total_missed() + torn_; }
+  // Reads copies (SubscriberOptions::copy, or a guest's fallback).
+  bool copying() const { return !copy_.empty(); }
+  // Read as a guest: asked to pin, but the reader state is not writable.
+  bool guest() const { return guest_; }
+  // Pinned messages whose slot was reused before Release(): another
+  // process with write access to the reader-state file cleared this
+  // subscriber's pin (shm::Reader::overwritten_while_read). RT-safe.
+  uint64_t overwritten_while_read() const {
+    return reader_->overwritten_while_read();
+  }
 
  private:
   RawSubscriber(ChannelHandle* channel, std::unique_ptr<shm::Reader> r,
@@ -169,11 +191,17 @@ class RawSubscriber {
       : channel_(channel), reader_(std::move(r)), hooks_(hooks) {}
   ReceiveStatus Fill(shm::ReadStatus status, const shm::MessageView& view,
                      RawMessage* message);
+  // Copy mode: copies view_ into copy_; false if it was overwritten meanwhile.
+  bool CopyIntact();
 
   ChannelHandle* const channel_;
   const std::unique_ptr<shm::Reader> reader_;
   EndpointHooks* const hooks_;
   shm::MessageView view_;
+  std::vector<uint64_t> copy_;  // copy mode's buffer (8-byte aligned)
+  uint64_t torn_ = 0;           // copies found overwritten (lost)
+  uint64_t torn_unreported_ = 0;  // ... not yet in a message's `missed`
+  bool guest_ = false;
 };
 
 }  // namespace tether::transport

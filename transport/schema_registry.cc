@@ -30,6 +30,131 @@ void Collect(capnp::Type type, std::set<uint64_t>* seen,
   for (capnp::StructSchema::Field f : s.getFields()) Collect(f.getType(), seen, out);
 }
 
+// Bits a slot field of `type` takes in the data section (0: a pointer or
+// void).
+uint64_t DataBits(capnp::schema::Type::Reader type) {
+  using T = capnp::schema::Type;
+  switch (type.which()) {
+    case T::BOOL: return 1;
+    case T::INT8: case T::UINT8: return 8;
+    case T::INT16: case T::UINT16: case T::ENUM: return 16;
+    case T::INT32: case T::UINT32: case T::FLOAT32: return 32;
+    case T::INT64: case T::UINT64: case T::FLOAT64: return 64;
+    default: return 0;
+  }
+}
+
+bool IsPointer(capnp::schema::Type::Reader type) {
+  using T = capnp::schema::Type;
+  switch (type.which()) {
+    case T::TEXT: case T::DATA: case T::LIST: case T::STRUCT:
+    case T::INTERFACE: case T::ANY_POINTER: return true;
+    default: return false;
+  }
+}
+
+bool KnownBrand(capnp::schema::Brand::Reader brand, int depth);
+
+// Whether every kind in `type` is one this Cap'n Proto knows: its
+// StructSchema::Field::getType() aborts on others (KJ_UNREACHABLE) that
+// the loader let through ("unknown types are allowed").
+bool KnownType(capnp::schema::Type::Reader type, int depth = 0) {
+  using T = capnp::schema::Type;
+  if (depth > 64) return false;
+  switch (type.which()) {
+    case T::VOID: case T::BOOL: case T::INT8: case T::INT16: case T::INT32:
+    case T::INT64: case T::UINT8: case T::UINT16: case T::UINT32:
+    case T::UINT64: case T::FLOAT32: case T::FLOAT64: case T::TEXT:
+    case T::DATA:
+      return true;
+    case T::LIST:
+      return KnownType(type.getList().getElementType(), depth + 1);
+    case T::ENUM:
+      return KnownBrand(type.getEnum().getBrand(), depth + 1);
+    case T::STRUCT:
+      return KnownBrand(type.getStruct().getBrand(), depth + 1);
+    case T::INTERFACE:
+      return KnownBrand(type.getInterface().getBrand(), depth + 1);
+    case T::ANY_POINTER: {
+      auto a = type.getAnyPointer();
+      switch (a.which()) {
+        case T::AnyPointer::UNCONSTRAINED:
+          return a.getUnconstrained().which() <=
+                 T::AnyPointer::Unconstrained::CAPABILITY;
+        case T::AnyPointer::PARAMETER:
+        case T::AnyPointer::IMPLICIT_METHOD_PARAMETER:
+          return true;
+      }
+      return false;
+    }
+  }
+  return false;
+}
+
+bool KnownBrand(capnp::schema::Brand::Reader brand, int depth) {
+  using B = capnp::schema::Brand;
+  for (auto scope : brand.getScopes()) {
+    if (scope.which() == B::Scope::INHERIT) continue;
+    if (scope.which() != B::Scope::BIND) return false;
+    for (auto binding : scope.getBind()) {
+      if (binding.which() == B::Binding::UNBOUND) continue;
+      if (binding.which() != B::Binding::TYPE ||
+          !KnownType(binding.getType(), depth + 1)) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+// Checks what Cap'n Proto 0.9.2's SchemaLoader gets wrong on hostile
+// nodes (fixed in later releases, not in Debian's): a name it cannot read
+// inside its KJ_CONTEXT recurses until the stack overflows; slot offsets
+// are checked in 32-bit arithmetic that overflows (a DynamicStruct builder
+// then writes out of bounds); more non-union fields than the count leaves
+// room for overrun its member table; a field or type of an unknown kind
+// passes it, then aborts the first reader. Names are read here (a bad pointer
+// throws, caught by the caller); the rest is an error message.
+std::string CheckUntrustedNode(capnp::schema::Node::Reader node) {
+  (void)node.getDisplayName();
+  if (node.isEnum()) {
+    for (auto e : node.getEnum().getEnumerants()) (void)e.getName();
+  } else if (node.isInterface()) {
+    for (auto m : node.getInterface().getMethods()) (void)m.getName();
+  }
+  if (!node.isStruct()) return "";
+  auto st = node.getStruct();
+  const uint64_t data_bits = uint64_t{st.getDataWordCount()} * 64;
+  const uint64_t pointers = st.getPointerCount();
+  uint64_t in_union = 0;
+  for (auto f : st.getFields()) {
+    (void)f.getName();
+    if (f.getDiscriminantValue() != capnp::schema::Field::NO_DISCRIMINANT) {
+      ++in_union;
+    }
+    if (f.isGroup()) continue;
+    if (!f.isSlot() || !KnownType(f.getSlot().getType())) {
+      return absl::StrCat("field ", f.getName().cStr(), " of ",
+                          node.getDisplayName().cStr(),
+                          " is of a kind this Cap'n Proto does not know");
+    }
+    auto slot = f.getSlot();
+    const uint64_t end = uint64_t{slot.getOffset()} + 1;
+    if (DataBits(slot.getType()) * end > data_bits ||
+        (IsPointer(slot.getType()) && end > pointers)) {
+      return absl::StrCat("field ", f.getName().cStr(), " of ",
+                          node.getDisplayName().cStr(),
+                          " lies outside its struct (offset ",
+                          slot.getOffset(), ")");
+    }
+  }
+  if (in_union != st.getDiscriminantCount()) {
+    return absl::StrCat(node.getDisplayName().cStr(), " has ", in_union,
+                        " union fields but says ", st.getDiscriminantCount());
+  }
+  return "";
+}
+
 }  // namespace
 
 SchemaRegistry::~SchemaRegistry() noexcept = default;
@@ -56,10 +181,25 @@ absl::Status SchemaRegistry::AddCodeGeneratorRequest(
         "schema blob is not a whole number of aligned 8-byte words");
   }
   try {
-    capnp::FlatArrayMessageReader reader(kj::arrayPtr(
-        reinterpret_cast<const capnp::word*>(request.data()),
-        request.size() / sizeof(capnp::word)));
+    // A traversal budget in proportion to the blob: lists of empty structs
+    // cost Cap'n Proto one word each, so a few hundred bytes could
+    // otherwise make checking and loading walk millions of "fields".
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = 8 * (request.size() / 8) + 4096;
+    capnp::FlatArrayMessageReader reader(
+        kj::arrayPtr(reinterpret_cast<const capnp::word*>(request.data()),
+                     request.size() / sizeof(capnp::word)),
+        options);
     auto req = reader.getRoot<capnp::schema::CodeGeneratorRequest>();
+    // Every node is checked before any is loaded (the loader keeps what it
+    // loaded).
+    for (capnp::schema::Node::Reader node : req.getNodes()) {
+      if (std::string bad = CheckUntrustedNode(node); !bad.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("schema blob is not a valid CodeGeneratorRequest: ",
+                         bad));
+      }
+    }
     for (capnp::schema::Node::Reader node : req.getNodes()) {
       loader_.loadOnce(node);
     }

@@ -36,6 +36,10 @@ class WakeHandle {
   // FUTEX_WAKE syscall until EndSleep(). Call before loading the word.
   void BeginSleep() { sleeper_.BeginSleep(); }
   void EndSleep() { sleeper_.EndSleep(); }
+  // A guest's handle (ChannelHandle::guest()): Begin/EndSleep do nothing,
+  // no publisher ever wakes this waiter, so it must bound every wait (poll)
+  // and re-check. Waiting on the word still returns at once when it moved.
+  bool guest() const { return sleeper_.guest(); }
   // Bumps the word and wakes every waiter (one syscall): e.g. to make a
   // tool's waiting reader look again.
   void WakeAll() const { channel_->WakeAll(); }

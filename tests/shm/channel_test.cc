@@ -54,6 +54,19 @@ TEST(Channel, OpenOfAMissingChannelSaysWhatToCheck) {
   EXPECT_THAT(c.status().message(), HasSubstr("is the stack running"));
 }
 
+// Found by the channel fuzzer: a corrupt header's depth above 2^31 made the
+// suggestion's bit_ceil undefined behaviour.
+TEST(Channel, AnyQueueDepthIsRefusedWithASuggestionInRange) {
+  for (uint32_t depth : {0u, 3u, 0x80000001u, 0xffffffffu}) {
+    absl::Status s = Validate({.slot_size = 8, .queue_depth = depth,
+                               .max_publishers = 1, .max_pinned = 0});
+    ASSERT_FALSE(s.ok());
+    const std::string m(s.message());
+    EXPECT_THAT(m, ::testing::ContainsRegex("e.g. [0-9]+\\)"));
+    EXPECT_THAT(m, ::testing::Not(HasSubstr("e.g. 0)")));
+  }
+}
+
 TEST(Channel, ParamsMismatchOnOpenNamesBothSides) {
   ScopedRoot root;
   ASSERT_TRUE(Channel::OpenOrCreate(root.options(), "c", SmallParams()).ok());
@@ -214,10 +227,12 @@ TEST(Channel, SizeIsSlotsPlusASmallFixedOverhead) {
   ASSERT_TRUE(c.ok());
   const uint64_t slots = p.pool_size() * p.slot_size;
   const uint64_t overhead = (*c)->Stats().file_size - slots;
-  // Header + publisher and pin registries (a line each) + the sleeper
-  // registry (64 x 8 B) + ring + one 64-byte header per slot.
-  EXPECT_EQ(overhead, 256u + 64u * (4 + 8) + 8u * 64 + 8u * 64 +
-                          64u * p.pool_size());
+  // Data file: header + publisher registry (a line each) + ring + one
+  // 64-byte header per slot. Reader-state file: header + pin registry (a
+  // line each) + the sleeper registry (64 x 8 B) + a pin word per slot.
+  EXPECT_EQ(overhead, 256u + 64u * 4 + 8u * 64 + 64u * p.pool_size() +
+                          128u + 64u * 8 + 8u * 64 +
+                          (8u * p.pool_size() + 63) / 64 * 64);
 }
 
 }  // namespace

@@ -24,7 +24,8 @@ namespace in = internal;
 constexpr QueueParams kParams{.slot_size = 96, .queue_depth = 8,
                               .max_publishers = 3, .max_pinned = 3};
 
-enum class Region { kHeader, kPublishers, kReaders, kRing, kSlotHeaders,
+// Parts of the data file, and the whole reader-state file.
+enum class Region { kHeader, kPublishers, kReaderState, kRing, kSlotHeaders,
                     kPayloads };
 
 struct Span {
@@ -35,8 +36,8 @@ Span RegionSpan(Region r) {
   in::Layout l = in::Layout::For(kParams, 0);
   switch (r) {
     case Region::kHeader: return {0, l.metadata};
-    case Region::kPublishers: return {l.publishers, l.readers};
-    case Region::kReaders: return {l.readers, l.ring};
+    case Region::kPublishers: return {l.publishers, l.ring};
+    case Region::kReaderState: return {0, in::StateLayout::For(kParams).total};
     case Region::kRing: return {l.ring, l.slot_headers};
     case Region::kSlotHeaders: return {l.slot_headers, l.payloads};
     case Region::kPayloads: return {l.payloads, l.total};
@@ -61,7 +62,10 @@ uint64_t Adversarial(std::mt19937_64& rng) {
 }
 
 void Corrupt(Channel* c, Region region, std::mt19937_64& rng) {
-  auto* base = reinterpret_cast<std::byte*>(internal::ChannelAccess::header(*c));
+  auto* base =
+      region == Region::kReaderState
+          ? reinterpret_cast<std::byte*>(internal::ChannelAccess::state_header(*c))
+          : reinterpret_cast<std::byte*>(internal::ChannelAccess::header(*c));
   Span s = RegionSpan(region);
   if (s.end <= s.begin) return;
   int writes = 1 + rng() % 6;
@@ -80,7 +84,7 @@ void Corrupt(Channel* c, Region region, std::mt19937_64& rng) {
 
 bool InMapping(Channel* c, const MessageView& v) {
   auto* base = reinterpret_cast<const std::byte*>(internal::ChannelAccess::header(*c));
-  const std::byte* end = base + c->Stats().file_size;
+  const std::byte* end = base + in::Layout::For(kParams, 0).total;
   return v.data.data() >= base && v.data.data() + v.data.size() <= end;
 }
 
@@ -116,7 +120,7 @@ void Exercise(Channel* c, Publisher* pub, Reader* pinned, Reader* unpinned,
 }
 
 std::string RegionName(const ::testing::TestParamInfo<Region>& info) {
-  static const char* const kNames[] = {"Header",      "Publishers", "Readers",
+  static const char* const kNames[] = {"Header",      "Publishers", "ReaderState",
                                        "Ring",        "SlotHeaders",
                                        "Payloads"};
   return kNames[static_cast<int>(info.param)];
@@ -172,7 +176,7 @@ TEST_P(CorruptionTest, RandomAndAdversarialBytesNeverCrashOrEscape) {
 
 INSTANTIATE_TEST_SUITE_P(
     EveryRegion, CorruptionTest,
-    ::testing::Values(Region::kHeader, Region::kPublishers, Region::kReaders,
+    ::testing::Values(Region::kHeader, Region::kPublishers, Region::kReaderState,
                       Region::kRing, Region::kSlotHeaders, Region::kPayloads),
     RegionName);
 

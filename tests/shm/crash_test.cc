@@ -25,17 +25,8 @@ namespace {
 
 int g_kills = 300;
 
-pid_t Spawn(const std::function<int()>& body) {
-  pid_t pid = ::fork();
-  if (pid == 0) ::_exit(body());
-  return pid;
-}
-
-void KillAndReap(pid_t pid) {
-  ::kill(pid, SIGKILL);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-}
+using testing::KillAndReap;
+using testing::Spawn;
 
 TEST(Crash, KilledPublishersAndReadersNeverBreakTheChannel) {
   testing::ScopedRoot root;

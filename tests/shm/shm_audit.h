@@ -63,7 +63,7 @@ inline AuditResult Audit(Channel* c, bool expect_idle) {
   for (uint64_t s = 0; s < pool; ++s) {
     auto* sh = in::ChannelAccess::slot_header(*c, s);
     uint64_t state = sh->state.load();
-    uint64_t pins = sh->pinned_by.load();
+    uint64_t pins = in::ChannelAccess::pin_word(*c, s)->load();
     if (pins != 0) ++r.pinned;
     for (uint32_t k = 0; k < 64; ++k) {
       if ((pins >> k) & 1) {

@@ -22,6 +22,16 @@
 
 namespace tether::shm::testing {
 
+// rm -rf `path` (not following symbolic links).
+inline void RemoveTree(const std::string& path) {
+  ::nftw(
+      path.c_str(),
+      [](const char* p, const struct stat*, int, struct FTW*) {
+        return ::remove(p);
+      },
+      16, FTW_DEPTH | FTW_PHYS);
+}
+
 // A fresh /dev/shm/tether-test-<pid>-<n>-<random> root, removed in the
 // destructor (with everything under it).
 class ScopedRoot {
@@ -36,14 +46,7 @@ class ScopedRoot {
     options_.root = root_;
     options_.instance = "test";
   }
-  ~ScopedRoot() {
-    ::nftw(
-        root_.c_str(),
-        [](const char* path, const struct stat*, int, struct FTW*) {
-          return ::remove(path);
-        },
-        16, FTW_DEPTH | FTW_PHYS);
-  }
+  ~ScopedRoot() { RemoveTree(root_); }
   ScopedRoot(const ScopedRoot&) = delete;
   ScopedRoot& operator=(const ScopedRoot&) = delete;
 

@@ -4,7 +4,9 @@
 #ifndef TETHER_TESTS_SHM_STRESS_WORKERS_H_
 #define TETHER_TESTS_SHM_STRESS_WORKERS_H_
 
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <new>
 #include <random>
 #include <string>
@@ -65,6 +68,19 @@ struct SharedBoard {
     }
   }
 };
+
+// Forks a child that runs `body` and exits with its result.
+inline pid_t Spawn(const std::function<int()>& body) {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(body());
+  return pid;
+}
+
+inline void KillAndReap(pid_t pid) {
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+}
 
 // Sends pattern messages with publisher id `id` until board->stop.
 inline int PublisherMain(const ChannelOptions& options, const std::string& name,

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include <sys/stat.h>
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/tools/json_test_parser.h"
@@ -81,7 +82,9 @@ TEST(Doctor, GoodMachinePassesEveryCheckInTheDocumentedOrder) {
   EXPECT_THAT(ids, ::testing::ElementsAre("io_uring", "io_uring_futex",
                                           "ring_setup", "wake_backend",
                                           "preempt_rt", "rtprio", "memlock",
-                                          "dev_shm", "cpus", "cpu_governor"));
+                                          "dev_shm", "cpus", "cpu_governor",
+                                          "logind_remove_ipc",
+                                          "channel_folders"));
   EXPECT_FALSE(AnyFailed(results));
   EXPECT_THAT(Check(results, "wake_backend").detail, HasSubstr("uring_futex"));
 }
@@ -260,6 +263,67 @@ TEST(Doctor, PowersavingGovernorWarnsNamingTheCpus) {
   EXPECT_EQ(Judge(in, "cpu_governor").verdict, Verdict::kOk);
 }
 
+TEST(Doctor, LogindRemoveIpcYesOrUnsetWarnsWithTheDropInFix) {
+  DoctorInputs in = GoodMachine();
+  in.logind.present = true;
+  CheckResult r = Judge(in, "logind_remove_ipc");
+  EXPECT_EQ(r.verdict, Verdict::kWarn);
+  EXPECT_THAT(r.detail, HasSubstr("default is yes"));
+  EXPECT_THAT(r.fix, HasSubstr("RemoveIPC=no"));
+  in.logind.remove_ipc = true;
+  in.logind.source = "/etc/systemd/logind.conf:12";
+  r = Judge(in, "logind_remove_ipc");
+  EXPECT_EQ(r.verdict, Verdict::kWarn);
+  EXPECT_THAT(r.detail, HasSubstr("RemoveIPC=yes (/etc/systemd/logind.conf:12)"));
+  in.logind.remove_ipc = false;
+  EXPECT_EQ(Judge(in, "logind_remove_ipc").verdict, Verdict::kOk);
+}
+
+TEST(Doctor, ChannelFoldersOthersCannotEnterOrStickyWarn) {
+  DoctorInputs in = GoodMachine();
+  in.channel_folders = {
+      {.path = "/dev/shm/tether", .mode = 01777, .owner = "root",
+       .group = "root", .is_root = true},
+      {.path = "/dev/shm/tether/demo", .mode = 0700, .owner = "root",
+       .group = "root"},
+      {.path = "/dev/shm/tether/viz", .mode = 03770, .owner = "robot",
+       .group = "robots"}};
+  const CheckResult r = Judge(in, "channel_folders");
+  EXPECT_EQ(r.verdict, Verdict::kWarn);
+  EXPECT_THAT(r.detail, HasSubstr("/dev/shm/tether/demo (mode 0700"));
+  EXPECT_THAT(r.detail, HasSubstr("only root can enter it"));
+  EXPECT_THAT(r.detail, HasSubstr("sticky bit"));
+  EXPECT_THAT(r.fix, HasSubstr("chmod -t /dev/shm/tether/viz"));
+  EXPECT_THAT(r.detail, Not(HasSubstr("cannot reach any instance")));
+  in.channel_folders[0].mode = 0750;
+  EXPECT_THAT(Judge(in, "channel_folders").detail,
+              HasSubstr("cannot reach any instance"));
+  in.channel_folders = {{.path = "/dev/shm/tether/demo", .mode = 02750,
+                         .owner = "root", .group = "robots"}};
+  EXPECT_EQ(Judge(in, "channel_folders").verdict, Verdict::kOk);
+}
+
+TEST(Doctor, GathersRemoveIpcFromLogindConfAndItsDropInsInOrder) {
+  char tmpl[] = "/tmp/tether-doctor-etc-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string etc = tmpl;
+  ASSERT_EQ(::mkdir((etc + "/systemd").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir((etc + "/systemd/logind.conf.d").c_str(), 0755), 0);
+  std::ofstream(etc + "/systemd/logind.conf") << "[Login]\n#RemoveIPC=no\nRemoveIPC=no\n";
+  std::ofstream(etc + "/systemd/logind.conf.d/20-late.conf") << "[Login]\nRemoveIPC=yes\n";
+  std::ofstream(etc + "/systemd/logind.conf.d/10-early.conf") << "[Login]\nRemoveIPC=no\n";
+  DoctorOptions options;
+  options.etc_root = etc;
+  options.tether_root = etc + "/no-such-root";
+  const DoctorInputs in = GatherDoctorInputs(options);
+  EXPECT_TRUE(in.logind.present);
+  ASSERT_TRUE(in.logind.remove_ipc.has_value());
+  EXPECT_TRUE(*in.logind.remove_ipc);
+  EXPECT_EQ(in.logind.source, etc + "/systemd/logind.conf.d/20-late.conf:2");
+  EXPECT_TRUE(in.channel_folders.empty());
+  std::filesystem::remove_all(etc);
+}
+
 TEST(Doctor, TextReportShowsVerdictsFixesAndCounts) {
   DoctorInputs in = GoodMachine();
   in.shm.exists = false;
@@ -269,7 +333,7 @@ TEST(Doctor, TextReportShowsVerdictsFixesAndCounts) {
   EXPECT_THAT(text, HasSubstr("WARN  real-time kernel (PREEMPT_RT)"));
   EXPECT_THAT(text, HasSubstr("OK    io_uring enabled"));
   EXPECT_THAT(text, HasSubstr("fix: mount -t tmpfs"));
-  EXPECT_THAT(text, HasSubstr("\n8 OK, 1 WARN, 1 FAIL\n"));
+  EXPECT_THAT(text, HasSubstr("\n10 OK, 1 WARN, 1 FAIL\n"));
   for (std::string_view rest = text; !rest.empty();) {
     const size_t nl = rest.find('\n');
     EXPECT_LE(rest.substr(0, nl).size(), 79u) << rest.substr(0, nl);

@@ -98,6 +98,8 @@ TEST(TetherBinary, DoctorJsonPassesOnThisMachineWithTheExpectedKeys) {
                                         "ring_setup", "wake_backend",
                                         "preempt_rt", "rtprio", "memlock",
                                         "dev_shm", "cpus", "cpu_governor",
+                                        "logind_remove_ipc",
+                                        "channel_folders",
                                         "deadline_timer"}));
 }
 
