@@ -107,10 +107,6 @@ uint64_t ListPointerToBytes(int64_t offset_words, uint64_t count) {
   return kList | (static_cast<uint64_t>(offset_words & 0x3fffffff) << 2) |
          (kByte << 32) | (count << 35);
 }
-uint64_t FarPointer(uint64_t landing_pad_word, uint32_t segment) {
-  constexpr uint64_t kFar = 2;
-  return kFar | (landing_pad_word << 3) | (uint64_t{segment} << 32);
-}
 
 capnp::ReaderOptions MakeReaderOptions(std::span<const std::byte> bytes,
                                        const ReadOptions& options) {
@@ -268,9 +264,9 @@ std::span<std::byte> SlotMessageBuilder::InitBlob(
     blob_misuse_ = true;
     return {};
   }
-  const size_t words = 1 + (size + 7) / 8;
-  // Blobs go from the slot's end backwards; the table and segment 0 need
-  // at least two words before them.
+  const size_t words = (size + 7) / 8;
+  // Blobs go from the slot's end backwards; the table and the root need at
+  // least two words before them.
   if (words + 2 > blob_floor_words_) {
     blob_overflow_ = true;
     return {};
@@ -281,7 +277,7 @@ std::span<std::byte> SlotMessageBuilder::InitBlob(
   b.first_word = blob_floor_words_;
   b.words = words;
   b.bytes = size;
-  std::byte* bytes = reinterpret_cast<std::byte*>(slot_ + b.first_word + 1);
+  std::byte* bytes = reinterpret_cast<std::byte*>(slot_ + b.first_word);
   // The padding of the last word must not show an earlier message's bytes.
   // (memset: capnp::word is not assignable; g++ 12 accepts the assignment,
   // clang 14 rightly refuses it.)
@@ -307,37 +303,38 @@ FinishResult SlotMessageBuilder::Finish() {
     uint64_t words = 0;
     for (const auto& segment : segments) words += segment.size();
     return {FramingStatus::kOverflow,
-            (TableWords(1 + blob_count_) + words + blob_words) *
+            (TableWords(1) + words + blob_words) *
                 sizeof(capnp::word),
             0, capacity(), channel_};
   }
   const size_t n0 = segments[0].size();
-  const uint32_t count = 1 + static_cast<uint32_t>(blob_count_);
-  const size_t table = TableWords(count);
-  // [start] table, segment 0, then the blobs up to the slot's end.
+  const size_t table = TableWords(1);
+  // One segment: [start] table, the root part, then the blobs up to the
+  // slot's end, so that a reader never needs a second segment (Cap'n
+  // Proto's reader allocates bookkeeping for every segment but the first,
+  // on every message).
   if (table + n0 > blob_floor_words_) {
     return {FramingStatus::kOverflow,
             (table + n0 + blob_words) * sizeof(capnp::word), 0, capacity(),
             channel_};
   }
   const size_t start = blob_count_ == 0 ? 0 : blob_floor_words_ - n0 - table;
+  const size_t root = start + table;  // slot word where the root part lands
   capnp::word* out = slot_ + start;
   // The table's last half word is padding: zero it with the table.
   std::memset(static_cast<void*>(out), 0, table * sizeof(capnp::word));
-  StoreU32(out, 0, count - 1);
-  StoreU32(out, 1, static_cast<uint32_t>(n0));
-  // Blobs lie in the slot from the last one made (lowest) to the first.
-  for (int k = blob_count_ - 1, id = 1; k >= 0; --k, ++id) {
-    StoreU32(out, 1 + id, static_cast<uint32_t>(blobs_[k].words));
-  }
-  std::memcpy(static_cast<void*>(out + table), arena_->base_,
+  StoreU32(out, 0, 0);
+  StoreU32(out, 1, static_cast<uint32_t>(n0 + blob_words));
+  std::memcpy(static_cast<void*>(slot_ + root), arena_->base_,
               n0 * sizeof(capnp::word));
-  for (int k = blob_count_ - 1, id = 1; k >= 0; --k, ++id) {
+  for (int k = 0; k < blob_count_; ++k) {
     const Blob& b = blobs_[k];
-    const uint64_t pad = ListPointerToBytes(0, b.bytes);
-    const uint64_t far = FarPointer(0, static_cast<uint32_t>(id));
-    std::memcpy(static_cast<void*>(slot_ + b.first_word), &pad, 8);
-    std::memcpy(static_cast<void*>(out + table + b.pointer_word), &far, 8);
+    // A list pointer's target is the word after the pointer plus offset.
+    const size_t at = root + b.pointer_word;
+    const uint64_t list = ListPointerToBytes(
+        static_cast<int64_t>(b.first_word) - static_cast<int64_t>(at) - 1,
+        b.bytes);
+    std::memcpy(static_cast<void*>(slot_ + at), &list, 8);
   }
   arena_->dirty_words_ = n0;
   const size_t words =

@@ -17,21 +17,26 @@
 //    private, trusted bound on its dirty words (the previous message's
 //    size; the whole arena after an abandoned build), so a message costs
 //    the zeroing of what the previous one used, not of the whole slot.
-//  - Blobs (InitBlob): each becomes a segment of its own in the slot, placed
-//    from the slot's end backwards, with a landing pad and a far pointer
-//    from its field (written by Finish). The producer fills the returned
-//    bytes in place; they are not zeroed (BlobFill::kUninitialized: the
-//    producer promises to write them all) unless asked (kZeroed). No field
-//    the builder did not set can show an earlier message's bytes.
+//  - Blobs (InitBlob): each is placed from the slot's end backwards, padded
+//    to a word; Finish() copies the root part right before the lowest one,
+//    so the message stays one segment, and points each field at its blob.
+//    The producer fills the returned bytes in place; they are not zeroed
+//    (BlobFill::kUninitialized: the producer promises to write them all)
+//    unless asked (kZeroed). No field the builder did not set can show an
+//    earlier message's bytes.
+//  - Why one segment: Cap'n Proto's reader keeps every segment but the first
+//    in a heap-allocated table, built afresh for each message it reads. A
+//    one-segment message is read without touching the heap.
 //
 // Slot layout. The framed message starts at `offset` bytes into the slot
-// (0 without blobs) so that table, segment 0 and the blobs are contiguous:
-//   [offset]   segment table {count - 1, size of each segment, padding}
-//              segment 0: the root and everything but blobs
-//              segments 1..n: the blobs (landing pad word + bytes, padded
-//              to a word), in the order they lie in the slot
+// (0 without blobs) so that table, root part and blobs are contiguous:
+//   [offset]   segment table {0, size of the segment}
+//              the root and everything but blobs
+//              the blobs (bytes, padded to a word with zeros), the last one
+//              made first, up to the slot's end
 // The bytes from `offset` for `size` are what capnp::FlatArrayMessageReader,
-// `capnp convert binary:...` and MCAP's `capnproto` encoding read.
+// `capnp convert binary:...` and MCAP's `capnproto` encoding read. Readers
+// accept several segments too (logs and bridges may carry them).
 #ifndef TETHER_TRANSPORT_FRAMING_H_
 #define TETHER_TRANSPORT_FRAMING_H_
 
@@ -218,8 +223,8 @@ class SlotMessageBuilder final : public capnp::MessageBuilder {
   Spill spills_[kMaxSpills] = {};
   struct Blob {
     size_t pointer_word = 0;  // the field's pointer: word index in the arena
-    size_t first_word = 0;    // landing pad: word index in the slot
-    size_t words = 0;         // landing pad + bytes, padded to a word
+    size_t first_word = 0;    // its first byte: word index in the slot
+    size_t words = 0;         // bytes, padded to a word
     uint64_t bytes = 0;
   };
   Blob blobs_[kMaxBlobs] = {};
@@ -253,8 +258,10 @@ struct ReadOptions {
 // this process (shared memory, a log, the network).
 //
 // `bytes` are the framed message (as committed) and must outlive the
-// reader. Construction and reads are RT-safe and allocation-free
-// for valid messages (Cap'n Proto's exceptions for malformed ones allocate).
+// reader. Construction and reads are RT-safe and allocation-free for valid
+// one-segment messages, which is what SlotMessageBuilder makes (Cap'n
+// Proto's exceptions for malformed ones allocate, and so does its table of
+// further segments when a message from elsewhere has several).
 // Not movable; a reader is used by one thread.
 class SlotMessageReader final : public capnp::MessageReader {
  public:

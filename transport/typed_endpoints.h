@@ -15,6 +15,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,6 +45,48 @@ absl::Status CheckChannelType(const ChannelHandle& channel) {
 
 template <typename T>
 class Publisher;
+
+namespace internal {
+
+// The fields InitBlob(name) was last asked for, so that a send looks a
+// field up by name once, not every time (Cap'n Proto's look-up compares
+// names through the schema). Keys are copies of the names (up to
+// kMaxName bytes; longer names are looked up every time). RT-safe after the
+// first look-up of a name: a few strcmp. One thread (the publisher's).
+class BlobFieldCache {
+ public:
+  template <typename S>
+  std::optional<capnp::StructSchema::Field> Find(const char* name) {
+    const uint64_t type = capnp::typeId<S>();
+    for (const Entry& e : entries_) {
+      if (e.type == type && std::strcmp(e.name, name) == 0) return e.field;
+    }
+    KJ_IF_MAYBE (f, capnp::Schema::from<S>().findFieldByName(name)) {
+      if (std::strlen(name) < kMaxName) {
+        Entry& e = entries_[next_];
+        next_ = (next_ + 1) % kEntries;
+        e.type = type;
+        std::strcpy(e.name, name);
+        e.field = *f;
+      }
+      return *f;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  static constexpr int kEntries = 4;
+  static constexpr size_t kMaxName = 48;
+  struct Entry {
+    uint64_t type = 0;  // no schema has id 0: an empty entry never matches
+    char name[kMaxName] = {};
+    capnp::StructSchema::Field field;
+  };
+  Entry entries_[kEntries];
+  int next_ = 0;
+};
+
+}  // namespace internal
 
 // The message being built: move-only; at most one per publisher at a time.
 // Dropping it unsent abandons the build (the slot stays the loan).
@@ -157,6 +200,7 @@ class Publisher {
   BuildArena arena_;
   std::optional<SlotMessageBuilder> builder_;
   FinishResult last_finish_;
+  internal::BlobFieldCache blob_fields_;
 };
 
 template <typename T>
@@ -170,11 +214,13 @@ std::span<std::byte> Loan<T>::InitBlob(typename S::Builder s,
                                        const char* field, size_t size,
                                        BlobFill fill) {
   if (publisher_ == nullptr) return {};
-  KJ_IF_MAYBE (f, capnp::Schema::from<S>().findFieldByName(field)) {
-    return publisher_->builder_->InitBlob(s, *f, size, fill);
+  const std::optional<capnp::StructSchema::Field> f =
+      publisher_->blob_fields_.template Find<S>(field);
+  if (!f.has_value()) {
+    publisher_->builder_->RejectBlob();  // no such field: Finish() says so
+    return {};
   }
-  publisher_->builder_->RejectBlob();  // no such field: Finish() says so
-  return {};
+  return publisher_->builder_->InitBlob(s, *f, size, fill);
 }
 
 // A received message: the root read in place and its context. Valid until
