@@ -47,9 +47,6 @@ constexpr int kThroughputDepth = 4096;
 
 std::string PongChannel(int i) { return absl::StrCat("/bench/pong/", i); }
 
-absl::Span<std::byte> Bytes(capnp::Data::Builder d) {
-  return {reinterpret_cast<std::byte*>(d.begin()), d.size()};
-}
 absl::Span<const std::byte> Bytes(capnp::Data::Reader d) {
   return {reinterpret_cast<const std::byte*>(d.begin()), d.size()};
 }

@@ -28,6 +28,7 @@ Driver::~Driver() = default;
 
 void Driver::AddLoop(EventLoop* loop) {
   loops_.push_back(loop);
+  corruption_events_scanned_ = ~uint64_t{0};  // scan the new loop's channels
   if (loop->channels() != nullptr) {
     reported_.reserve(reported_.size() + loop->channels()->channels().size());
   }
@@ -202,6 +203,10 @@ bool Driver::FirstReport(const transport::ChannelHandle* channel) {
 }
 
 void Driver::ReportCorruptChannels() {
+  // Every iteration: one atomic load unless a corruption was found since.
+  const uint64_t events = transport::ChannelHandle::CorruptionEvents();
+  if (events == corruption_events_scanned_) return;
+  corruption_events_scanned_ = events;
   for (EventLoop* loop : loops_) {
     if (loop->channels() == nullptr) continue;
     for (const auto& [name, channel] : loop->channels()->channels()) {

@@ -127,7 +127,8 @@ class Driver final : private SleepHooks {
   // process found corrupt some other way than through a watcher (a send or
   // a fetch reported kCorrupt, or the file was truncated under us), so a
   // publisher whose channel went bad never fails silently. Loop thread;
-  // RT-safe: atomic loads per channel; the line only on the error path.
+  // RT-safe: one atomic load (ChannelHandle::CorruptionEvents()); the scan
+  // of the loops' channels and the line only after a corruption event.
   void ReportCorruptChannels();
   // Marks `channel` reported; false if it was already.
   bool FirstReport(const transport::ChannelHandle* channel);
@@ -152,6 +153,8 @@ class Driver final : private SleepHooks {
   // Channels reported corrupt (capacity reserved in AddLoop: no allocation
   // while running).
   std::vector<const transport::ChannelHandle*> reported_;
+  // ChannelHandle::CorruptionEvents() when the channels were last scanned.
+  uint64_t corruption_events_scanned_ = ~uint64_t{0};
   int guest_watchers_ = 0;  // bound every wait by kGuestPoll while > 0
   std::atomic<bool> exit_{false};
 };

@@ -193,6 +193,8 @@ std::string Channel::ReaderStateProblem() const {
   return "";
 }
 
+uint64_t Channel::CorruptionEvents() { return internal::CorruptionEvents(); }
+
 std::string_view Channel::corruption() const {
   if (corrupt_state_.load(std::memory_order_acquire) != 2) return {};
   return corruption_;
@@ -232,6 +234,7 @@ void Channel::ReportCorruption(const char* what, uint64_t a,
   }
   corruption_[n] = '\0';
   corrupt_state_.store(2, std::memory_order_release);
+  internal::CountCorruptionEvent();
 }
 
 absl::Status Channel::CheckConsistency() const {

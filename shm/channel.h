@@ -221,6 +221,11 @@ class Channel {
   static constexpr uint64_t kNone = ~uint64_t{0};
   void ReportCorruption(const char* what, uint64_t a = kNone,
                         uint64_t b = kNone) const;
+  // Process-wide: how many times a handle became corrupt or a channel
+  // mapping was repaired after a SIGBUS (a truncated file, which corrupt()
+  // then reports). A scan of many channels for corruption needs to run only
+  // when this moved. Any thread; RT-safe (one atomic load).
+  static uint64_t CorruptionEvents();
 
   // Checks the whole shared structure once: header, tail against the ring,
   // every ring entry's tag and slot, every slot's state, size and owner,

@@ -66,6 +66,7 @@ void OnSigbus(int sig, siginfo_t* info, void* context) {
                                           std::memory_order_acq_rel)) {
       g.damage_offset.store(from - base, std::memory_order_release);
     }
+    CountCorruptionEvent();
     return;  // the faulting access now completes on the zero page
   }
   ForwardToPrevious(sig, info, context);
@@ -109,6 +110,19 @@ void UnregisterMapping(int index) {
   Guard& g = g_guards[index];
   g.size.store(0, std::memory_order_release);
   g.base.store(0, std::memory_order_release);
+}
+
+namespace {
+std::atomic<uint64_t> g_corruption_events{0};
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+}  // namespace
+
+uint64_t CorruptionEvents() {
+  return g_corruption_events.load(std::memory_order_acquire);
+}
+
+void CountCorruptionEvent() {
+  g_corruption_events.fetch_add(1, std::memory_order_acq_rel);
 }
 
 bool MappingDamaged(int index) {

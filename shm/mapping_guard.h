@@ -47,6 +47,14 @@ bool MappingDamaged(int index);
 // Byte offset in the mapping of the first SIGBUS (valid once damaged).
 uint64_t DamageOffset(int index);
 
+// Process-wide count of corruption events: SIGBUS repairs of guarded
+// mappings (the handler counts them) and findings that made a channel
+// handle corrupt (Channel::ReportCorruption counts them). Code that scans
+// channels for corruption looks again only when it moved. RT-safe and
+// async-signal-safe (one atomic).
+uint64_t CorruptionEvents();
+void CountCorruptionEvent();
+
 }  // namespace tether::shm::internal
 
 #endif  // TETHER_SHM_MAPPING_GUARD_H_

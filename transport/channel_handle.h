@@ -86,6 +86,10 @@ class ChannelHandle {
   // shm::Channel::corrupt()); corruption() says what and where. RT-safe.
   bool corrupt() const { return shm_->corrupt(); }
   std::string_view corruption() const { return shm_->corruption(); }
+  // Moves whenever some channel of this process may have become corrupt
+  // (shm::Channel::CorruptionEvents()): scan corrupt() only when it moved.
+  // Any thread; RT-safe.
+  static uint64_t CorruptionEvents() { return shm::Channel::CorruptionEvents(); }
   // The whole-structure check (shm::Channel::CheckConsistency): OK or
   // DataLoss naming what is wrong. Tools; not RT-safe.
   absl::Status CheckConsistency() const { return shm_->CheckConsistency(); }

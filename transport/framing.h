@@ -220,14 +220,16 @@ class SlotMessageBuilder final : public capnp::MessageBuilder {
     void* address;
     size_t bytes;
   };
-  Spill spills_[kMaxSpills] = {};
+  // spills_[0, spill_count_) and blobs_[0, blob_count_) are set; the rest
+  // is left unset (a builder is made per message: no zeroing of them).
+  Spill spills_[kMaxSpills];
   struct Blob {
-    size_t pointer_word = 0;  // the field's pointer: word index in the arena
-    size_t first_word = 0;    // its first byte: word index in the slot
-    size_t words = 0;         // bytes, padded to a word
-    uint64_t bytes = 0;
+    size_t pointer_word;  // the field's pointer: word index in the arena
+    size_t first_word;    // its first byte: word index in the slot
+    size_t words;         // bytes, padded to a word
+    uint64_t bytes;
   };
-  Blob blobs_[kMaxBlobs] = {};
+  Blob blobs_[kMaxBlobs];
   int blob_count_ = 0;
   size_t blob_floor_words_ = 0;  // blobs occupy [blob_floor, slot end)
   bool blob_overflow_ = false;
