@@ -60,21 +60,22 @@ class System:
 
     def __init__(self, key, label, group, runner, variant="", spin_us=0,
                  needs=None, tests=("latency", "fanout", "throughput"),
-                 one_cpu=True, peer=None):
+                 one_cpu=True, peer=None, args=()):
         self.key = key
         self.label = label
         self.group = group      # tether, iceoryx, ros1, cyclonedds, floor
         self.runner = runner    # path under the bin dir
         self.variant = variant
         self.spin_us = spin_us
-        self.needs = needs      # None, "roudi", "ros", "dds", "dds_shm"
+        self.needs = needs      # None, "roudi", "ros", "dds", "dds_shm", "huge"
         self.tests = set(tests)
         self.one_cpu = one_cpu  # meaningful with both sides on one CPU
         self.peer = peer        # column name when other rows compare to it
+        self.args = list(args)  # extra runner flags
         self.unavailable = None  # one-line reason, set by the preflight
 
 
-def make_systems(spin_us, backends):
+def make_systems(spin_us, backends, default=None):
     systems = []
     for b in backends:
         systems.append(System(f"tether/{b}", f"tether {b}", "tether",
@@ -82,6 +83,16 @@ def make_systems(spin_us, backends):
         systems.append(System(f"tether/{b}+spin", f"tether {b} +spin {spin_us}us",
                               "tether", "benchmarks/tether_pingpong", variant=b,
                               spin_us=spin_us, tests=("latency",)))
+    if default in backends:
+        # Large messages as docs/large-messages.md configures them: channels
+        # on a tmpfs with huge pages and the smallest ring (a channel cycles
+        # through queueDepth + 1 slots or more, whose 4 KiB pages outgrow the
+        # TLB at 1 MiB). Compared with the floor on the same memory.
+        systems.append(System(f"tether/{default}+huge",
+                              f"tether {default}, huge pages, queueDepth 2",
+                              "tether", "benchmarks/tether_pingpong",
+                              variant=default, needs="huge",
+                              tests=("latency",), args=["--queue_depth=2"]))
     systems += [
         System("iceoryx", "iceoryx 2.0.3 WaitSet", "iceoryx",
                "benchmarks/peers/iceoryx_pingpong", needs="roudi",
@@ -97,6 +108,9 @@ def make_systems(spin_us, backends):
         System("floor/futex", "floor: raw futex", "floor",
                "benchmarks/floor_pingpong", variant="futex",
                tests=("latency", "fanout"), peer="futex floor"),
+        System("floor/futex+huge", "floor: raw futex, huge pages", "floor",
+               "benchmarks/floor_pingpong", variant="futex", needs="huge",
+               tests=("latency",)),
         System("floor/spin", "floor: busy spin", "floor",
                "benchmarks/floor_pingpong", variant="spin",
                tests=("latency",), one_cpu=False),
@@ -231,6 +245,7 @@ class Bench:
         self.tmp = tempfile.mkdtemp(prefix=f"tether-bench-{os.getpid()}-")
         self.shm_prefix = f"/dev/shm/tether-bench-{os.getpid()}-"
         self.shm_count = 0
+        self.huge_dir = None  # the "+huge" rows' tmpfs, while mounted
         self.roudi = None
         self.roscore = None
         self.load = None
@@ -387,6 +402,36 @@ class Bench:
         except OSError:
             return "(no log)"
 
+    # --- huge pages ---------------------------------------------------------
+
+    def mount_huge(self):
+        """Mounts a tmpfs with transparent huge pages for the "+huge" rows;
+        returns None, or why those rows cannot run."""
+        if not os.path.exists("/sys/kernel/mm/transparent_hugepage"):
+            return "this kernel has no transparent huge pages"
+        if os.geteuid() != 0:
+            return ("mounting a huge-page tmpfs needs root (run the bench as "
+                    "root, or skip these rows with --systems)")
+        path = self.shm_prefix + "huge"
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        # Room for the largest session's channels (1 MiB and 4 MiB cases).
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o",
+                            "huge=within_size,size=512m,mode=0700", "tmpfs",
+                            path], capture_output=True, text=True)
+        if r.returncode != 0:
+            os.rmdir(path)
+            return ("mount -t tmpfs -o huge=within_size failed: " +
+                    (r.stderr.strip() or f"exit {r.returncode}"))
+        self.huge_dir = path
+        return None
+
+    def unmount_huge(self):
+        if self.huge_dir is None:
+            return
+        subprocess.run(["umount", "-l", self.huge_dir], capture_output=True)
+        shutil.rmtree(self.huge_dir, ignore_errors=True)
+        self.huge_dir = None
+
     def cleanup(self):
         if self.current is not None:
             self.stop_process(self.current, signal.SIGTERM, 5)
@@ -394,6 +439,7 @@ class Bench:
         self.stop_load()
         self.stop_roscore()
         self.stop_roudi()
+        self.unmount_huge()
         for name in os.listdir("/dev/shm"):
             path = os.path.join("/dev/shm", name)
             if path.startswith(self.shm_prefix):
@@ -420,7 +466,8 @@ class Bench:
                     self.no_backend[b["name"]] = b["reason"]
         except (OSError, subprocess.SubprocessError, ValueError, KeyError) as e:
             raise SystemExit(f"bench: cannot run {probe_bin} --probe: {e}")
-        self.systems = make_systems(self.args.spin_us, backends)
+        self.systems = make_systems(self.args.spin_us, backends,
+                                    self.probe.get("default"))
         wanted = set(self.args.systems.split(",")) if self.args.systems else None
         if wanted is not None:  # names checked by parse_args
             self.systems = [s for s in self.systems if s.group in wanted or
@@ -437,6 +484,8 @@ class Bench:
             reasons["dds_shm"] = reasons["roudi"]
         if "ros" in needs:
             reasons["ros"] = self.start_roscore()
+        if "huge" in needs:
+            reasons["huge"] = self.mount_huge()
         for s in self.systems:
             if s.unavailable is None and s.needs and reasons.get(s.needs):
                 s.unavailable = reasons[s.needs]
@@ -456,8 +505,12 @@ class Bench:
             args.append(f"--variant={system.variant}")
         if system.spin_us:
             args.append(f"--spin_us={system.spin_us}")
+        args += system.args
         self.shm_count += 1
-        args.append(f"--shm_root={self.shm_prefix}{self.shm_count}")
+        if system.needs == "huge":
+            args.append(f"--shm_root={self.huge_dir}/{self.shm_count}")
+        else:
+            args.append(f"--shm_root={self.shm_prefix}{self.shm_count}")
         args += extra
         env = dict(os.environ)
         if system.needs == "ros":
@@ -648,6 +701,8 @@ def sweep_stale():
                 pass
             except PermissionError:
                 continue
+            if os.path.ismount(path):  # a "+huge" tmpfs: unmount it first
+                subprocess.run(["umount", "-l", path], capture_output=True)
             shutil.rmtree(path, ignore_errors=True)
 
 
@@ -970,6 +1025,11 @@ class Report:
             check(f"{name}: {default} 1 MiB full p50 / raw-shm memcpy ping-pong "
                   "1 MiB p50", self.find(pl, d, 1048576, "full"),
                   self.find(pl, "floor/futex", 1048576, "full"), "p50", 1.2)
+            check(f"{name}: {default} with huge pages, 1 MiB full p50 / the "
+                  "memcpy ping-pong on the same memory",
+                  self.find(pl, d + "+huge", 1048576, "full"),
+                  self.find(pl, "floor/futex+huge", 1048576, "full"), "p50",
+                  1.2)
             check(f"{name}: fallback (futex_waitv) 64 B p50 / raw futex p50",
                   self.find(pl, fallback, 64, "touch16"),
                   self.find(pl, "floor/futex", 64, "touch16"), "p50", 1.5)

@@ -15,7 +15,16 @@
 //   --variant=memcpy  no second process: a round is two memcpys of the
 //                     payload (one per direction), so "one-way" is one
 //                     memcpy of the payload, from a hot source buffer.
+//
+// With --shm_root the mailboxes are a file at that path + ".floor" (removed
+// at once), so a floor and tether measured with the same root use the same
+// kind of memory (4 KiB tmpfs pages, or huge pages on a tmpfs mounted with
+// huge=within_size); without it, anonymous shared memory.
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <atomic>
 #include <climits>
@@ -43,11 +52,32 @@ struct alignas(64) Mailbox {
 class Mailboxes {
  public:
   // Shared (inherited by the children): a ping mailbox and one per ponger.
-  absl::Status Map(int pongs, uint32_t max_payload) {
+  // With `dir` (the session's --shm_root) the memory is a file there,
+  // unlinked at once, so the floor uses the same kind of memory as tether's
+  // channels in that folder (e.g. a tmpfs mounted with huge pages);
+  // otherwise anonymous shared memory.
+  absl::Status Map(int pongs, uint32_t max_payload, const std::string& dir) {
     stride_ = (sizeof(Mailbox) + max_payload + 4095) & ~size_t{4095};
     const size_t bytes = stride_ * (1 + pongs);
+    int fd = -1;
+    if (!dir.empty()) {
+      const std::string path = dir + ".floor";
+      fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      if (fd < 0) {
+        return absl::UnavailableError(absl::StrCat(
+            "cannot create ", path, ": ", std::strerror(errno)));
+      }
+      ::unlink(path.c_str());
+      if (::posix_fallocate(fd, 0, static_cast<off_t>(bytes)) != 0) {
+        ::close(fd);
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "no room for ", bytes, " bytes of mailboxes in ", dir));
+      }
+    }
     void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                     MAP_SHARED | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+                     MAP_SHARED | MAP_POPULATE | (fd < 0 ? MAP_ANONYMOUS : 0),
+                     fd, 0);
+    if (fd >= 0) ::close(fd);
     if (m == MAP_FAILED) {
       return absl::ResourceExhaustedError(
           absl::StrCat("mmap of ", bytes, " shared bytes failed"));
@@ -189,7 +219,7 @@ int main(int argc, char** argv) {
         return absl::InvalidArgumentError(
             "the floors measure latency and fanout only");
       }
-      return boxes->Map(s.pongs, s.max_payload());
+      return boxes->Map(s.pongs, s.max_payload(), s.shm_root);
     };
     roles.ping = [&s, &boxes, spin](Board* b) {
       b->SetInfo(spin ? "receivers busy-poll a shared word"

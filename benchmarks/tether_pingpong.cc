@@ -8,6 +8,7 @@
 //   --variant=BACKEND   UringEventLoopOptions::port.backend (uring_futex,
 //                       futex_waitv, ...); empty: what the kernel offers
 //   --spin_us=N         UringEventLoopOptions::port.spin
+//   --queue_depth=N     the channels' queueDepth (latency, fanout)
 //
 // A payload is a Cap'n Proto Data field of the case's size, built in place
 // in the loaned slot: "touch16" writes its first 16 bytes, "full" all of it.
@@ -64,7 +65,8 @@ std::span<std::byte> InitPayload(transport::Loan<Payload>& loan,
 // The channels of a session as a stack config.
 std::string StackJson(const Session& s) {
   const uint32_t max_size = s.max_payload() + kFramingBytes;
-  const int depth = s.test == Test::kThroughput ? kThroughputDepth : 4;
+  const int depth =
+      s.test == Test::kThroughput ? kThroughputDepth : s.queue_depth;
   std::string json = absl::StrFormat(
       "{\"channels\": [\n  {\"name\": \"%s\", \"type\": \"%s\", \"maxSize\": "
       "%u, \"queueDepth\": %d, \"maxPublishers\": 1, \"maxPinned\": %d}",
@@ -73,8 +75,8 @@ std::string StackJson(const Session& s) {
     absl::StrAppendFormat(
         &json,
         ",\n  {\"name\": \"%s\", \"type\": \"%s\", \"maxSize\": %u, "
-        "\"queueDepth\": 4, \"maxPublishers\": 1, \"maxPinned\": 2}",
-        PongChannel(i), kType, max_size);
+        "\"queueDepth\": %d, \"maxPublishers\": 1, \"maxPinned\": 2}",
+        PongChannel(i), kType, max_size, depth);
   }
   return json + "\n]}\n";
 }

@@ -35,8 +35,8 @@ struct CheckResult {
 
 // Judges `inputs`, one result per check, in a fixed order: io_uring,
 // io_uring_futex, ring_setup, wake_backend, preempt_rt, rtprio, memlock,
-// dev_shm, cpus, cpu_governor, logind_remove_ipc, channel_folders. Pure;
-// any thread; not RT-safe (allocates).
+// dev_shm, huge_pages, cpus, cpu_governor, logind_remove_ipc,
+// channel_folders. Pure; any thread; not RT-safe (allocates).
 std::vector<CheckResult> RunDoctorChecks(const DoctorInputs& inputs);
 
 // True if any result is a FAIL (the doctor then exits 1). Any thread.

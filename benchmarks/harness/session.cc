@@ -83,6 +83,7 @@ std::string UsageText(const std::string& system) {
       "                                     touch16|full, samples, warm-up\n"
       "  --variant=NAME                     system-specific variant\n"
       "  --spin_us=N                        tether: spin before sleeping\n"
+      "  --queue_depth=N                    tether: channels' queueDepth (4)\n"
       "  --ping_cpu=N --pong_cpu=N          pin the processes (-1: no)\n"
       "  --pongs=N                          fanout: subscribers (1..16)\n"
       "  --phase_ms=N --start_rate=R --max_rate=R --payload=P\n"
@@ -148,6 +149,8 @@ absl::StatusOr<Session> ParseSession(int argc, char** argv) {
       s.variant = std::string(v);
     } else if (Match(a, "spin_us", &v)) {
       st = Number("spin_us", v, &s.spin_us);
+    } else if (Match(a, "queue_depth", &v)) {
+      st = Number("queue_depth", v, &s.queue_depth);
     } else if (Match(a, "ping_cpu", &v)) {
       st = Number("ping_cpu", v, &s.ping_cpu);
     } else if (Match(a, "pong_cpu", &v)) {

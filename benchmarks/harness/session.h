@@ -60,6 +60,10 @@ struct Session {
   // "futex" / "spin" for the floors). Empty: the system's default.
   std::string variant;
   int spin_us = 0;          // tether: WakePortOptions::spin
+  // tether, latency/fanout: the channels' queueDepth (a power of two >= 2).
+  // A channel cycles through queueDepth + 1 slots or more, which for large
+  // payloads sets the memory (and TLB) footprint of a ping-pong.
+  int queue_depth = 4;
   int ping_cpu = -1;        // -1: not pinned
   int pong_cpu = -1;        // every ponger
   int pongs = 1;            // fanout: subscribers (1 otherwise)

@@ -82,7 +82,8 @@ TEST(Doctor, GoodMachinePassesEveryCheckInTheDocumentedOrder) {
   EXPECT_THAT(ids, ::testing::ElementsAre("io_uring", "io_uring_futex",
                                           "ring_setup", "wake_backend",
                                           "preempt_rt", "rtprio", "memlock",
-                                          "dev_shm", "cpus", "cpu_governor",
+                                          "dev_shm", "huge_pages", "cpus",
+                                          "cpu_governor",
                                           "logind_remove_ipc",
                                           "channel_folders"));
   EXPECT_FALSE(AnyFailed(results));
@@ -222,6 +223,52 @@ TEST(Doctor, ShmProblemsFailOrWarnWithAMountFix) {
   EXPECT_THAT(Judge(in, "dev_shm").fix, HasSubstr("remount"));
 }
 
+TEST(Doctor, FindMountTakesTheLongestMountPointAndItsTmpfsHugeOption) {
+  // mountinfo(5) lines; optional fields before the "-".
+  const std::string mountinfo =
+      "22 1 0:21 / / rw,relatime shared:1 - ext4 /dev/vda1 rw\n"
+      "30 22 0:26 / /dev/shm rw,nosuid,nodev shared:4 - tmpfs tmpfs "
+      "rw,size=65536k\n"
+      "31 30 0:27 / /dev/shm/tether rw,relatime - tmpfs tmpfs "
+      "rw,size=2097152k,mode=1777,huge=within_size\n"
+      "garbage line\n";
+  std::string mount, fstype, huge;
+  ASSERT_TRUE(FindMount(mountinfo, "/dev/shm/tether/demo", &mount, &fstype,
+                        &huge));
+  EXPECT_EQ(mount, "/dev/shm/tether");
+  EXPECT_EQ(fstype, "tmpfs");
+  EXPECT_EQ(huge, "within_size");
+  ASSERT_TRUE(FindMount(mountinfo, "/dev/shm/tetherx", &mount, &fstype, &huge));
+  EXPECT_EQ(mount, "/dev/shm");
+  EXPECT_EQ(huge, "never");
+  ASSERT_TRUE(FindMount(mountinfo, "/home/robot", &mount, &fstype, &huge));
+  EXPECT_EQ(mount, "/");
+  EXPECT_EQ(fstype, "ext4");
+  EXPECT_EQ(huge, "");
+  EXPECT_FALSE(FindMount("", "/dev/shm", &mount, &fstype, &huge));
+}
+
+TEST(Doctor, HugePagesSaysWhatTheChannelRootsPagesAreAndHowToGetHugeOnes) {
+  DoctorInputs in = GoodMachine();
+  in.shm.root_mount = "/dev/shm";
+  in.shm.root_fstype = "tmpfs";
+  in.shm.root_huge = "never";
+  CheckResult r = Judge(in, "huge_pages");
+  EXPECT_EQ(r.verdict, Verdict::kOk);  // advice, not a problem
+  EXPECT_THAT(r.detail, HasSubstr("4 KiB pages (huge=never)"));
+  EXPECT_THAT(r.detail, HasSubstr("huge=within_size"));
+
+  in.shm.root_huge = "advise";
+  EXPECT_THAT(Judge(in, "huge_pages").detail,
+              HasSubstr("huge=advise does not help"));
+
+  in.shm.root_mount = "/dev/shm/tether";
+  in.shm.root_huge = "within_size";
+  r = Judge(in, "huge_pages");
+  EXPECT_THAT(r.detail, HasSubstr("has huge=within_size: channel files get "
+                                  "2 MiB pages"));
+}
+
 TEST(Doctor, ShmReportsTheStacksFoundAndWarnsWhenTheLargestWouldNotFitAgain) {
   DoctorInputs in = GoodMachine();
   in.shm.size_bytes = 4ull << 30;
@@ -333,7 +380,7 @@ TEST(Doctor, TextReportShowsVerdictsFixesAndCounts) {
   EXPECT_THAT(text, HasSubstr("WARN  real-time kernel (PREEMPT_RT)"));
   EXPECT_THAT(text, HasSubstr("OK    io_uring enabled"));
   EXPECT_THAT(text, HasSubstr("fix: mount -t tmpfs"));
-  EXPECT_THAT(text, HasSubstr("\n10 OK, 1 WARN, 1 FAIL\n"));
+  EXPECT_THAT(text, HasSubstr("\n11 OK, 1 WARN, 1 FAIL\n"));
   for (std::string_view rest = text; !rest.empty();) {
     const size_t nl = rest.find('\n');
     EXPECT_LE(rest.substr(0, nl).size(), 79u) << rest.substr(0, nl);

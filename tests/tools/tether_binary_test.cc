@@ -97,7 +97,8 @@ TEST(TetherBinary, DoctorJsonPassesOnThisMachineWithTheExpectedKeys) {
   EXPECT_EQ(ids, (std::set<std::string>{"io_uring", "io_uring_futex",
                                         "ring_setup", "wake_backend",
                                         "preempt_rt", "rtprio", "memlock",
-                                        "dev_shm", "cpus", "cpu_governor",
+                                        "dev_shm", "huge_pages", "cpus",
+                                        "cpu_governor",
                                         "logind_remove_ipc",
                                         "channel_folders",
                                         "deadline_timer"}));
