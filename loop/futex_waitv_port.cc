@@ -1,15 +1,16 @@
 #include "loop/futex_waitv_port.h"
 
+#include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "loop/check.h"
-#include "shm/futex.h"
 
 #ifndef SYS_futex_waitv
 #define SYS_futex_waitv 449
@@ -21,6 +22,15 @@ namespace {
 // FUTEX2_SIZE_U32, shared (no FUTEX2_PRIVATE: channel words live in files
 // mapped by several processes).
 constexpr uint32_t kFutex2SizeU32 = 0x02;
+// The loop's own word is process memory, woken only from this process
+// (SignalLoop): a private futex, whose key needs no page lookup.
+constexpr uint32_t kFutex2Private = 128;  // FUTEX2_PRIVATE
+
+void WakePrivate(std::atomic<uint32_t>* word) {
+  (void)::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word),
+                  FUTEX_WAKE | FUTEX_PRIVATE_FLAG, INT_MAX, nullptr, nullptr,
+                  0);
+}
 
 }  // namespace
 
@@ -54,7 +64,7 @@ absl::StatusOr<std::unique_ptr<FutexWaitvPort>> FutexWaitvPort::Create(
 
 void FutexWaitvPort::SignalLoop() {
   own_word_.fetch_add(1, std::memory_order_seq_cst);
-  (void)shm::FutexWake(&own_word_);
+  WakePrivate(&own_word_);
 }
 
 absl::Status FutexWaitvPort::Watch(const std::atomic<uint32_t>* word,
@@ -104,7 +114,7 @@ bool FutexWaitvPort::Block(std::optional<MonotonicTime> deadline) {
   waiters_[n] = futex_waitv{
       .val = own_observed_,
       .uaddr = reinterpret_cast<uint64_t>(&own_word_),
-      .flags = kFutex2SizeU32,
+      .flags = kFutex2SizeU32 | kFutex2Private,
       .__reserved = 0,
   };
   waiter_slots_[n] = -1;
