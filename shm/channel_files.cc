@@ -26,6 +26,7 @@
 #include "shm/futex.h"
 #include "shm/layout.h"
 #include "shm/mapping_guard.h"
+#include "shm/mounts.h"
 
 namespace tether::shm {
 namespace internal {
@@ -364,12 +365,26 @@ absl::Status NoSpaceError(std::string_view what_needs, const std::string& dir,
     free_text = internal::HumanBytes(uint64_t{fs.f_bavail} * fs.f_frsize);
     size_text = absl::StrCat(" of ", internal::HumanBytes(uint64_t{fs.f_blocks} * fs.f_frsize));
   }
+  // Name the mount to grow: /dev/shm (Docker's --shm-size), or the tmpfs
+  // the root was put on.
+  std::string grow = "give the filesystem more room";
+  if (std::optional<MountFacts> m = MountOf(dir)) {
+    if (m->fstype == "tmpfs") {
+      grow = absl::StrCat("give ", m->point, " more room (mount -o remount,",
+                          "size=2G ", m->point,
+                          m->point == "/dev/shm"
+                              ? "; Docker: docker run --shm-size=2g)"
+                              : ")");
+    } else {
+      grow = absl::StrCat("free space on ", m->point, " (", m->fstype,
+                          "); channels belong on a tmpfs such as /dev/shm");
+    }
+  }
   return absl::ResourceExhaustedError(absl::StrCat(
       std::string(what_needs), " ", internal::HumanBytes(bytes), " (", bytes,
       " bytes) of shared memory in ", dir, " but only ", free_text, size_text,
       " is free there: free space (tether clean, remove old instances), shrink "
-      "the channels (maxSize x queueDepth), or give the filesystem more room "
-      "(mount -o remount,size=2G /dev/shm; Docker: docker run --shm-size=2g)"));
+      "the channels (maxSize x queueDepth), or ", grow));
 }
 
 }  // namespace tether::shm

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "shm/mounts.h"
 #include "tools/capabilities.h"
 
 namespace tether::tools {
@@ -213,43 +214,6 @@ std::optional<ChannelFolderFacts> FolderFacts(const std::string& path,
 
 }  // namespace
 
-bool FindMount(std::string_view mountinfo, const std::string& path,
-               std::string* mount, std::string* fstype, std::string* huge) {
-  // mountinfo(5): id parent major:minor root mount-point options
-  // [optional fields...] - fstype source super-options
-  size_t best = 0;
-  bool found = false;
-  std::istringstream lines{std::string(mountinfo)};
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream words(line);
-    std::vector<std::string> f;
-    for (std::string w; words >> w;) f.push_back(w);
-    size_t dash = 6;
-    while (dash < f.size() && f[dash] != "-") ++dash;
-    if (f.size() < 7 || dash + 2 >= f.size()) continue;  // malformed
-    const std::string& point = f[4];
-    const bool prefix =
-        point == "/" ||
-        (path.compare(0, point.size(), point) == 0 &&
-         (path.size() == point.size() || path[point.size()] == '/'));
-    // Later lines with the same mount point are mounts on top: they win.
-    if (!prefix || (found && point.size() < best)) continue;
-    best = point.size();
-    found = true;
-    *mount = point;
-    *fstype = f[dash + 1];
-    huge->clear();
-    if (*fstype != "tmpfs") continue;
-    *huge = "never";
-    if (dash + 3 >= f.size()) continue;
-    std::istringstream options(f[dash + 3]);
-    for (std::string o; std::getline(options, o, ',');) {
-      if (o.rfind("huge=", 0) == 0) *huge = o.substr(5);
-    }
-  }
-  return found;
-}
-
 DoctorInputs GatherDoctorInputs(const DoctorOptions& options) {
   DoctorInputs in;
   in.kernel = loop::ProbeKernel(loop::ProbeOptions{
@@ -295,8 +259,11 @@ DoctorInputs GatherDoctorInputs(const DoctorOptions& options) {
     std::string root =
         std::filesystem::weakly_canonical(options.tether_root, ec).string();
     if (ec || root.empty()) root = options.tether_root;
-    (void)FindMount(*mountinfo, root, &in.shm.root_mount, &in.shm.root_fstype,
-                    &in.shm.root_huge);
+    if (std::optional<shm::MountFacts> m = shm::FindMount(*mountinfo, root)) {
+      in.shm.root_mount = m->point;
+      in.shm.root_fstype = m->fstype;
+      in.shm.root_huge = m->huge;
+    }
   }
 
   const std::string cpu_dir = options.sys_root + "/devices/system/cpu";

@@ -69,18 +69,14 @@ struct ShmFacts {
   // files take (allocated blocks), largest first.
   std::vector<std::pair<std::string, uint64_t>> instances;
   // The filesystem the tether root is on (its mount point and type, from
-  // <proc_root>/self/mountinfo) and its tmpfs `huge=` option ("never" when
-  // a tmpfs has none; empty when unknown or not a tmpfs).
+  // <proc_root>/self/mountinfo through shm::FindMount) and its tmpfs
+  // `huge=` option ("never" when a tmpfs has none; empty when unknown or
+  // not a tmpfs).
   std::string root_mount;
   std::string root_fstype;
   std::string root_huge;
 };
 
-// The mount holding `path` in a mountinfo text (the longest mount point
-// that is a prefix of `path`): sets `mount`, `fstype` and, for a tmpfs,
-// `huge` ("never" without the option). False when no line matches. Pure.
-bool FindMount(std::string_view mountinfo, const std::string& path,
-               std::string* mount, std::string* fstype, std::string* huge);
 
 // Everything the checks judge. Plain data: tests build it by hand.
 struct DoctorInputs {

@@ -223,31 +223,6 @@ TEST(Doctor, ShmProblemsFailOrWarnWithAMountFix) {
   EXPECT_THAT(Judge(in, "dev_shm").fix, HasSubstr("remount"));
 }
 
-TEST(Doctor, FindMountTakesTheLongestMountPointAndItsTmpfsHugeOption) {
-  // mountinfo(5) lines; optional fields before the "-".
-  const std::string mountinfo =
-      "22 1 0:21 / / rw,relatime shared:1 - ext4 /dev/vda1 rw\n"
-      "30 22 0:26 / /dev/shm rw,nosuid,nodev shared:4 - tmpfs tmpfs "
-      "rw,size=65536k\n"
-      "31 30 0:27 / /dev/shm/tether rw,relatime - tmpfs tmpfs "
-      "rw,size=2097152k,mode=1777,huge=within_size\n"
-      "garbage line\n";
-  std::string mount, fstype, huge;
-  ASSERT_TRUE(FindMount(mountinfo, "/dev/shm/tether/demo", &mount, &fstype,
-                        &huge));
-  EXPECT_EQ(mount, "/dev/shm/tether");
-  EXPECT_EQ(fstype, "tmpfs");
-  EXPECT_EQ(huge, "within_size");
-  ASSERT_TRUE(FindMount(mountinfo, "/dev/shm/tetherx", &mount, &fstype, &huge));
-  EXPECT_EQ(mount, "/dev/shm");
-  EXPECT_EQ(huge, "never");
-  ASSERT_TRUE(FindMount(mountinfo, "/home/robot", &mount, &fstype, &huge));
-  EXPECT_EQ(mount, "/");
-  EXPECT_EQ(fstype, "ext4");
-  EXPECT_EQ(huge, "");
-  EXPECT_FALSE(FindMount("", "/dev/shm", &mount, &fstype, &huge));
-}
-
 TEST(Doctor, HugePagesSaysWhatTheChannelRootsPagesAreAndHowToGetHugeOnes) {
   DoctorInputs in = GoodMachine();
   in.shm.root_mount = "/dev/shm";
