@@ -4,6 +4,7 @@
 // output tree) with a stream socket on stdin and stdout and asks it to turn
 // each envelope into JSON (transport/decoder_pipe.h). Needs no ROS
 // installed: ros1msg decodes with the definition each envelope carries.
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -21,7 +22,8 @@ constexpr char kUsage[] =
     "to one line of JSON each: the ROS message, decoded with the definition\n"
     "its envelope carries, with type, md5sum, topic, callerid, latching,\n"
     "receive time and origin. Reads requests on stdin and answers on stdout\n"
-    "as transport/decoder_pipe.h describes; ends when stdin closes.\n"
+    "as transport/decoder_pipe.h describes; ends when stdin closes\n"
+    "(ignores SIGINT: `tether echo` ends it).\n"
     "Use `tether echo CHANNEL` to see a bridged channel.\n";
 
 }  // namespace
@@ -37,6 +39,10 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stderr);
     return 2;
   }
+  // A Ctrl-C at the terminal reaches the whole process group: echo stops
+  // on it and closes our stdin; until then we answer (else echo would see
+  // its decoder die and report a failure where the user only stopped it).
+  ::signal(SIGINT, SIG_IGN);
   tether::ros1msg::EnvelopeDecoder decoder;
   const absl::Status served = tether::transport::ServeDecodeRequests(
       STDIN_FILENO, STDOUT_FILENO, [&](std::span<const std::byte> framed) {
