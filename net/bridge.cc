@@ -1,3 +1,7 @@
+// net: the net bridge itself — setup of the DDS entities, the tether
+// channels and the loop; the receive thread's dispatch; the status. The
+// announcements are in bridge_discovery.cc, the frames in bridge_frames.cc
+// (bridge_impl.h).
 #include "net/bridge.h"
 
 #include <net/if.h>
@@ -12,14 +16,13 @@
 #include <thread>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "capnp/message.h"
 #include "capnp/serialize.h"
 #include "dds/dds.h"
 #include "loop/uring_event_loop.h"
+#include "net/bridge_impl.h"
 #include "net/bridge_status.capnp.h"
 #include "net/frame.h"
 #include "net/local_channels.h"
@@ -31,16 +34,13 @@
 namespace tether::net {
 namespace {
 
+using internal::ClockNs;
+using internal::DdsError;
+using internal::Qos;
+using internal::Truncate;
+
 constexpr char kAnnounceTopic[] = "tether/channels";
 constexpr uint32_t kStatusMaxSize = 64 * 1024;
-constexpr size_t kDetailMax = 600;
-constexpr int kTakeBatch = 64;
-
-int64_t ClockNs(clockid_t id) {
-  struct timespec ts;
-  ::clock_gettime(id, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
 
 // DDS topic names allow [A-Za-z0-9_/]: '.', '-' and '_' of channel names
 // are escaped so that distinct channels never share a topic.
@@ -58,46 +58,6 @@ std::string TopicFor(const std::string& channel) {
     }
   }
   return t;
-}
-
-std::string DdsError(const char* what, dds_return_t rc) {
-  return absl::StrCat(what, ": ", dds_strretcode(rc));
-}
-
-std::string Truncate(std::string s) {
-  if (s.size() > kDetailMax) {
-    s.resize(kDetailMax - 3);
-    s += "...";
-  }
-  return s;
-}
-
-// Owns a DDS QoS object.
-struct Qos {
-  Qos() : q(dds_create_qos()) {}
-  ~Qos() { dds_delete_qos(q); }
-  Qos(const Qos&) = delete;
-  Qos& operator=(const Qos&) = delete;
-  dds_qos_t* q;
-};
-
-struct DataQos {
-  bool reliable = true;
-  uint32_t depth = 1;
-  double deadline_ms = 0;
-};
-
-void SetDataQos(dds_qos_t* q, const DataQos& d) {
-  dds_qset_reliability(
-      q, d.reliable ? DDS_RELIABILITY_RELIABLE : DDS_RELIABILITY_BEST_EFFORT,
-      DDS_MSECS(100));
-  dds_qset_history(q, DDS_HISTORY_KEEP_LAST, static_cast<int32_t>(d.depth));
-  dds_qset_durability(q, DDS_DURABILITY_VOLATILE);
-  if (d.deadline_ms > 0) {
-    dds_qset_deadline(q, static_cast<dds_duration_t>(d.deadline_ms * 1e6));
-  }
-  // Never hear ourselves (a channel both in and out on one bridge).
-  dds_qset_ignorelocal(q, DDS_IGNORELOCAL_PARTICIPANT);
 }
 
 }  // namespace
@@ -151,117 +111,6 @@ std::string FormatSnapshot(const BridgeSnapshot& s) {
   }
   return out + details;
 }
-
-// One configured channel and direction. Counters are atomics read by the
-// status timer; the rest belongs to the thread named at each field.
-struct ChannelRun {
-  BridgedChannel config;
-  std::string topic_name;
-  dds_entity_t topic = 0;
-
-  // out (loop thread): the writer and the description announced.
-  dds_entity_t writer = 0;
-  ChannelDescription described;
-  uint64_t next_seq = 1;
-
-  // in (receive thread): the accepted description, the local channel and
-  // publisher, the reader once accepted, per-sender accounting.
-  std::optional<ChannelDescription> accepted;
-  std::unique_ptr<transport::ChannelHandle> local;
-  std::unique_ptr<transport::RawPublisher> publisher;
-  std::atomic<dds_entity_t> reader{0};
-  dds_entity_t read_condition = 0;
-  SequenceTracker sequences;
-  absl::flat_hash_set<uint64_t> refused_senders;
-  absl::flat_hash_map<uint64_t, bool> same_clock;  // sender -> one kernel
-
-  // Shared.
-  std::atomic<ChannelState> state{ChannelState::kWaiting};
-  std::mutex mu;       // guards detail and qos
-  std::string detail;  // why refused/failed, or who the peers are
-  DataQos qos;
-  std::atomic<uint64_t> messages{0}, bytes{0}, lost_network{0},
-      lost_at_sender{0}, dropped{0}, duplicates{0};
-  std::atomic<uint32_t> peers{0}, reconnects{0};
-  std::atomic<bool> lost_peer{false};
-  LatencyWindow latency;
-
-  void SetDetail(std::string d) {
-    std::lock_guard lock(mu);
-    detail = Truncate(std::move(d));
-  }
-};
-
-// DDS listener callbacks: peer counts and reconnections, per channel.
-void OnMatched(ChannelRun* c, uint32_t current, int32_t change) {
-  c->peers.store(current, std::memory_order_relaxed);
-  if (change < 0) c->lost_peer.store(true, std::memory_order_relaxed);
-  if (change > 0 && c->lost_peer.exchange(false)) {
-    c->reconnects.fetch_add(1, std::memory_order_relaxed);
-  }
-}
-
-extern "C" void NetOnPublicationMatched(dds_entity_t,
-                                        dds_publication_matched_status_t s,
-                                        void* arg) {
-  OnMatched(static_cast<ChannelRun*>(arg), s.current_count,
-            s.current_count_change);
-}
-
-extern "C" void NetOnSubscriptionMatched(dds_entity_t,
-                                         dds_subscription_matched_status_t s,
-                                         void* arg) {
-  OnMatched(static_cast<ChannelRun*>(arg), s.current_count,
-            s.current_count_change);
-}
-
-struct Bridge::Impl {
-  BridgeOptions options;
-  BridgeRuntime runtime;
-  uint64_t id = 0;
-  pid_t pid = 0;
-  std::string where;  // "bridge <name> on host <host>"
-  int64_t start_ns = 0;
-
-  dds_entity_t domain = 0;
-  dds_entity_t participant = 0;
-  dds_entity_t publisher = 0;
-  dds_entity_t subscriber = 0;
-  dds_entity_t announce_topic = 0;
-  dds_entity_t announce_writer = 0;
-  dds_entity_t announce_reader = 0;
-  dds_entity_t waitset = 0;
-  dds_entity_t guard = 0;
-
-  transport::SchemaRegistry schemas;
-  std::unique_ptr<transport::ChannelSet> channel_set;
-  std::unique_ptr<loop::UringEventLoop> loop;
-  std::unique_ptr<transport::RawPublisher> status_sender;
-  std::vector<std::unique_ptr<ChannelRun>> channels;
-  std::atomic<bool> stopping{false};
-
-  ~Impl() {
-    // Deleting the domain deletes every entity in it (and ends Cyclone's
-    // threads) before the channels the callbacks point at go away.
-    if (domain > 0) dds_delete(domain);
-  }
-
-  absl::Status Setup();
-  absl::Status SetUpOut(ChannelRun& c);
-  absl::Status SetUpIn(ChannelRun& c);
-  dds_entity_t MakeReaderFor(ChannelRun& c, const DataQos& qos);
-
-  void Forward(ChannelRun& c, const transport::RawMessage& m);
-  void ReceiveLoop();
-  void TakeAnnouncements();
-  void Accept(ChannelRun& c, const ChannelDescription& remote,
-              uint64_t sender, const tether_net_ChannelAnnounce& a);
-  void TakeFrames(ChannelRun& c);
-  void Deliver(ChannelRun& c, const tether_net_Frame& f);
-
-  BridgeSnapshot Snapshot();
-  void PublishStatus(const BridgeSnapshot& s);
-};
 
 absl::Status Bridge::Impl::Setup() {
   const DdsOptions& d = options.dds;
@@ -386,105 +235,6 @@ absl::Status Bridge::Impl::Setup() {
   return absl::OkStatus();
 }
 
-absl::Status Bridge::Impl::SetUpOut(ChannelRun& c) {
-  absl::StatusOr<transport::ChannelHandle*> h =
-      channel_set->Find(c.config.name);
-  if (!h.ok()) return h.status();
-  c.described = Describe(**h, where);
-  DataQos qos;
-  qos.reliable = c.config.reliability != Reliability::kBestEffort;
-  qos.depth = c.config.history_depth != 0
-                  ? c.config.history_depth
-                  : std::min(c.described.queue_depth, kMaxHistoryDepth);
-  qos.deadline_ms = c.config.deadline_ms;
-  c.qos = qos;
-
-  Qos q;
-  SetDataQos(q.q, qos);
-  dds_listener_t* listener = dds_create_listener(&c);
-  dds_lset_publication_matched(listener, &NetOnPublicationMatched);
-  c.writer = dds_create_writer(publisher, c.topic, q.q, listener);
-  dds_delete_listener(listener);
-  if (c.writer < 0) {
-    return absl::InternalError(absl::StrCat(
-        "channel ", c.config.name, ": ",
-        DdsError("cannot create its DDS writer", c.writer)));
-  }
-  c.state = ChannelState::kNoPeer;
-
-  // Tell the other bridges what this channel is (kept for late joiners).
-  tether_net_ChannelAnnounce a{};
-  a.bridge_id = id;
-  a.channel = const_cast<char*>(c.config.name.c_str());
-  a.bridge_name = const_cast<char*>(options.name.c_str());
-  a.host = const_cast<char*>(runtime.host.c_str());
-  a.boot_id = const_cast<char*>(runtime.boot_id.c_str());
-  a.type_id = c.described.type_id;
-  a.type_name = const_cast<char*>(c.described.type_name.c_str());
-  a.schema_hash = c.described.schema_hash;
-  a.schema._buffer = reinterpret_cast<uint8_t*>(c.described.schema.data());
-  a.schema._length = a.schema._maximum =
-      static_cast<uint32_t>(c.described.schema.size());
-  a.schema._release = false;
-  a.max_size = c.described.max_size;
-  a.frequency_hz = c.described.frequency_hz;
-  a.queue_depth = c.described.queue_depth;
-  a.max_publishers = c.described.max_publishers;
-  a.max_pinned = c.described.max_pinned;
-  a.reliable = qos.reliable;
-  a.history_depth = qos.depth;
-  a.deadline_ns = static_cast<int64_t>(qos.deadline_ms * 1e6);
-  if (dds_return_t rc = dds_write(announce_writer, &a); rc < 0) {
-    return absl::InternalError(absl::StrCat(
-        "channel ", c.config.name, ": ",
-        DdsError("cannot announce it", rc)));
-  }
-
-  ChannelRun* run = &c;
-  return loop
-      ->MakeRawWatcher(
-          c.config.name,
-          [this, run](const transport::RawMessage& m) { Forward(*run, m); })
-      .status();
-}
-
-absl::Status Bridge::Impl::SetUpIn(ChannelRun& c) {
-  c.state = ChannelState::kWaiting;
-  c.SetDetail("no sender has announced it yet");
-  return absl::OkStatus();
-}
-
-void Bridge::Impl::Forward(ChannelRun& c, const transport::RawMessage& m) {
-  const transport::MessageContext& ctx = m.context;
-  // Loop prevention: what this process published came from the network.
-  if (ctx.publisher_pid == static_cast<uint32_t>(pid)) return;
-  if (ctx.missed != 0) c.lost_at_sender.fetch_add(ctx.missed);
-  tether_net_Frame f{};
-  f.bridge_id = id;
-  f.seq = c.next_seq++;
-  f.type_id = c.described.type_id;
-  f.schema_hash = c.described.schema_hash;
-  f.upstream_missed = ctx.missed;
-  f.monotonic_send_ns = ctx.monotonic_send_ns;
-  f.realtime_send_ns = ctx.realtime_send_ns;
-  f.publisher_pid = ctx.publisher_pid;
-  f.publisher_sequence = ctx.publisher_sequence;
-  f.queue_index = ctx.queue_index;
-  f.payload._buffer =
-      const_cast<uint8_t*>(reinterpret_cast<const uint8_t*>(m.bytes.data()));
-  f.payload._length = f.payload._maximum =
-      static_cast<uint32_t>(m.bytes.size());
-  f.payload._release = false;
-  if (dds_return_t rc = dds_write(c.writer, &f); rc < 0) {
-    c.dropped.fetch_add(1);
-    c.SetDetail(DdsError("DDS write failed", rc));
-    return;
-  }
-  c.messages.fetch_add(1, std::memory_order_relaxed);
-  c.bytes.fetch_add(m.bytes.size(), std::memory_order_relaxed);
-  c.latency.Add(ClockNs(CLOCK_MONOTONIC) - ctx.monotonic_send_ns);
-}
-
 void Bridge::Impl::ReceiveLoop() {
   dds_attach_t triggered[16];
   while (!stopping.load()) {
@@ -503,207 +253,6 @@ void Bridge::Impl::ReceiveLoop() {
       }
     }
   }
-}
-
-void Bridge::Impl::TakeAnnouncements() {
-  void* samples[kTakeBatch] = {};
-  dds_sample_info_t infos[kTakeBatch];
-  const int n =
-      dds_take(announce_reader, samples, infos, kTakeBatch, kTakeBatch);
-  if (n <= 0) return;
-  for (int i = 0; i < n; ++i) {
-    if (!infos[i].valid_data) continue;
-    const auto& a = *static_cast<const tether_net_ChannelAnnounce*>(samples[i]);
-    if (a.bridge_id == id || a.channel == nullptr) continue;
-    for (auto& c : channels) {
-      if (c->config.direction != Direction::kIn || c->config.name != a.channel) {
-        continue;
-      }
-      ChannelDescription remote;
-      remote.name = a.channel;
-      remote.where = absl::StrCat("bridge ", a.bridge_name ? a.bridge_name : "?",
-                                  " on host ", a.host ? a.host : "?");
-      remote.type_id = a.type_id;
-      remote.type_name = a.type_name ? a.type_name : "";
-      remote.schema_hash = a.schema_hash;
-      remote.schema.assign(
-          reinterpret_cast<const std::byte*>(a.schema._buffer),
-          reinterpret_cast<const std::byte*>(a.schema._buffer) +
-              a.schema._length);
-      remote.max_size = a.max_size;
-      remote.frequency_hz = a.frequency_hz;
-      remote.queue_depth = a.queue_depth;
-      remote.max_publishers = a.max_publishers;
-      remote.max_pinned = a.max_pinned;
-      Accept(*c, remote, a.bridge_id, a);
-    }
-  }
-  dds_return_loan(announce_reader, samples, n);
-}
-
-void Bridge::Impl::Accept(ChannelRun& c, const ChannelDescription& remote,
-                          uint64_t sender,
-                          const tether_net_ChannelAnnounce& a) {
-  c.same_clock[sender] = a.boot_id != nullptr && runtime.boot_id == a.boot_id;
-  if (SchemaHash(remote.schema) != remote.schema_hash) {
-    c.refused_senders.insert(sender);
-    c.SetDetail(absl::StrCat(remote.where,
-                             " announced a schema that does not match its "
-                             "hash; ignoring that sender"));
-    if (!c.accepted) c.state = ChannelState::kRefused;
-    return;
-  }
-  if (c.accepted) {
-    // Another sender (or the same one after a restart): it must match.
-    absl::Status s = CheckCompatible(remote, *c.accepted);
-    if (!s.ok()) {
-      c.refused_senders.insert(sender);
-      c.SetDetail(std::string(s.message()));
-      std::fprintf(stderr, "net-bridge %s: %s\n", options.name.c_str(),
-                   std::string(s.message()).c_str());
-    } else {
-      c.refused_senders.erase(sender);
-    }
-    return;
-  }
-  absl::StatusOr<std::unique_ptr<transport::ChannelHandle>> local =
-      OpenOrCreateFor(runtime.channels, remote, where);
-  if (!local.ok()) {
-    const bool refused = absl::IsFailedPrecondition(local.status());
-    c.state = refused ? ChannelState::kRefused : ChannelState::kFailed;
-    c.refused_senders.insert(sender);
-    c.SetDetail(std::string(local.status().message()));
-    std::fprintf(stderr, "net-bridge %s: %s\n", options.name.c_str(),
-                 std::string(local.status().message()).c_str());
-    return;
-  }
-  absl::StatusOr<std::unique_ptr<transport::RawPublisher>> pub =
-      transport::RawPublisher::Create(local->get());
-  if (!pub.ok()) {
-    c.state = ChannelState::kFailed;
-    c.SetDetail(absl::StrCat("cannot publish on ", c.config.name, ": ",
-                             pub.status().message()));
-    return;
-  }
-  DataQos qos;
-  switch (c.config.reliability) {
-    case Reliability::kDefault:
-      qos.reliable = a.reliable;
-      break;
-    case Reliability::kReliable:
-      qos.reliable = true;
-      break;
-    case Reliability::kBestEffort:
-      qos.reliable = false;
-      break;
-  }
-  qos.depth = c.config.history_depth != 0
-                  ? c.config.history_depth
-                  : std::clamp<uint32_t>(a.history_depth, 1, kMaxHistoryDepth);
-  qos.deadline_ms = c.config.deadline_ms != 0 ? c.config.deadline_ms
-                                              : a.deadline_ns / 1e6;
-  const dds_entity_t reader = MakeReaderFor(c, qos);
-  if (reader < 0) {
-    c.state = ChannelState::kFailed;
-    c.SetDetail(DdsError("cannot create the DDS reader", reader));
-    return;
-  }
-  {
-    std::lock_guard lock(c.mu);
-    c.qos = qos;
-    c.detail = Truncate(absl::StrCat("from ", remote.where));
-  }
-  c.accepted = remote;
-  c.accepted->where = where;  // checks of later senders name this side
-  c.accepted->max_size = (*local)->max_size();
-  c.local = std::move(*local);
-  c.publisher = std::move(*pub);
-  c.refused_senders.erase(sender);
-  c.state = ChannelState::kNoPeer;
-  c.reader = reader;
-}
-
-dds_entity_t Bridge::Impl::MakeReaderFor(ChannelRun& c, const DataQos& qos) {
-  Qos q;
-  SetDataQos(q.q, qos);
-  dds_listener_t* listener = dds_create_listener(&c);
-  dds_lset_subscription_matched(listener, &NetOnSubscriptionMatched);
-  const dds_entity_t reader =
-      dds_create_reader(subscriber, c.topic, q.q, listener);
-  dds_delete_listener(listener);
-  if (reader < 0) return reader;
-  c.read_condition = dds_create_readcondition(reader, DDS_ANY_STATE);
-  size_t index = 0;
-  while (channels[index].get() != &c) ++index;
-  const dds_return_t rc = dds_waitset_attach(
-      waitset, c.read_condition, static_cast<dds_attach_t>(index + 2));
-  if (c.read_condition < 0 || rc < 0) {
-    dds_delete(reader);
-    return rc < 0 ? rc : c.read_condition;
-  }
-  return reader;
-}
-
-void Bridge::Impl::TakeFrames(ChannelRun& c) {
-  const dds_entity_t reader = c.reader.load();
-  if (reader <= 0) return;
-  for (;;) {
-    void* samples[kTakeBatch] = {};
-    dds_sample_info_t infos[kTakeBatch];
-    const int n = dds_take(reader, samples, infos, kTakeBatch, kTakeBatch);
-    if (n <= 0) return;
-    for (int i = 0; i < n; ++i) {
-      if (infos[i].valid_data) {
-        Deliver(c, *static_cast<const tether_net_Frame*>(samples[i]));
-      }
-    }
-    dds_return_loan(reader, samples, n);
-    if (n < kTakeBatch) return;
-  }
-}
-
-void Bridge::Impl::Deliver(ChannelRun& c, const tether_net_Frame& f) {
-  if (f.bridge_id == id) return;  // our own (ignorelocal should stop these)
-  if (c.refused_senders.contains(f.bridge_id) ||
-      f.type_id != c.accepted->type_id ||
-      f.schema_hash != c.accepted->schema_hash) {
-    c.dropped.fetch_add(1);
-    return;
-  }
-  const SequenceTracker::Result r = c.sequences.Observe(f.bridge_id, f.seq);
-  if (r.verdict == SequenceTracker::Verdict::kOld) {
-    c.duplicates.fetch_add(1);
-    return;
-  }
-  if (r.lost != 0) c.lost_network.fetch_add(r.lost);
-  if (f.upstream_missed != 0) c.lost_at_sender.fetch_add(f.upstream_missed);
-
-  // Send times in this host's clocks: one kernel keeps CLOCK_MONOTONIC;
-  // across machines the realtime send time is mapped onto this host's
-  // monotonic clock (as good as the hosts' clock sync).
-  const int64_t mono_now = ClockNs(CLOCK_MONOTONIC);
-  auto same = c.same_clock.find(f.bridge_id);
-  int64_t mono_send = f.monotonic_send_ns;
-  if (same == c.same_clock.end() || !same->second) {
-    mono_send = f.realtime_send_ns - (ClockNs(CLOCK_REALTIME) - mono_now);
-  }
-  transport::SendTimes times;
-  times.monotonic_ns = static_cast<uint64_t>(std::max<int64_t>(mono_send, 1));
-  times.realtime_ns =
-      static_cast<uint64_t>(std::max<int64_t>(f.realtime_send_ns, 1));
-  const std::span<const std::byte> payload(
-      reinterpret_cast<const std::byte*>(f.payload._buffer),
-      f.payload._length);
-  const transport::PublishResult p = c.publisher->Publish(payload, &times);
-  if (p.status != transport::PublishStatus::kOk) {
-    c.dropped.fetch_add(1);
-    c.SetDetail(absl::StrCat("publishing a received message failed: ",
-                             transport::ToString(p.status)));
-    return;
-  }
-  c.messages.fetch_add(1, std::memory_order_relaxed);
-  c.bytes.fetch_add(payload.size(), std::memory_order_relaxed);
-  c.latency.Add(mono_now - mono_send);
 }
 
 BridgeSnapshot Bridge::Impl::Snapshot() {

@@ -7,8 +7,8 @@
 #include "absl/strings/str_format.h"
 #include "loop/channel_waiter.h"
 #include "loop/clock.h"
-#include "ros_bridge/ros1msg/envelope.h"
 #include "tools/cli.h"
+#include "tools/package_decoder.h"
 #include "transport/dynamic.h"
 
 namespace tether::tools {
@@ -76,11 +76,19 @@ int RunEcho(const EchoOptions& options, std::ostream& out, std::ostream& err) {
   uint64_t printed = 0, skipped = 0, missed = 0, bad = 0;
   uint64_t reported_missed = 0;  // the part of `missed` the reader reported
   std::vector<uint64_t> copy;  // unpinned: aligned copy of the message
-  // Bridged ROS messages: the ROS message itself, decoded with the
-  // definition the envelope carries.
-  const bool ros_envelope =
-      channel->handle->type_id() == ros1msg::EnvelopeTypeId();
-  ros1msg::EnvelopeDecoder ros_decoder;
+  // Types decoded by another package's binary (bridged ROS messages: the
+  // ROS message itself, decoded with the definition each envelope carries).
+  std::unique_ptr<DecoderProcess> package_decoder;
+  if (const PackageDecoder* d = PackageDecoderFor(channel->handle->type_id())) {
+    absl::StatusOr<std::unique_ptr<DecoderProcess>> started =
+        DecoderProcess::Start(*d);
+    if (!started.ok()) {
+      err << "tether echo: " << options.channel << ": "
+          << started.status().message() << "\n";
+      return kExitFailure;
+    }
+    package_decoder = *std::move(started);
+  }
   int exit_code = kExitOk;
   while (options.count == 0 || printed < options.count) {
     if (options.stop && options.stop()) break;
@@ -128,9 +136,18 @@ int RunEcho(const EchoOptions& options, std::ostream& out, std::ostream& err) {
       bytes = {reinterpret_cast<const std::byte*>(copy.data()), bytes.size()};
     }
     absl::StatusOr<std::string> json =
-        ros_envelope ? ros_decoder.ToJson(bytes)
-                     : transport::MessageToJson(channel->type, bytes);
+        package_decoder != nullptr
+            ? package_decoder->Decode(bytes)
+            : transport::MessageToJson(channel->type, bytes);
     (*sub)->Release();
+    if (package_decoder != nullptr && !json.ok() &&
+        !absl::IsInvalidArgument(json.status())) {
+      // The decoder process failed: no later message can be decoded.
+      err << "tether echo: " << options.channel << ": "
+          << json.status().message() << "\n";
+      exit_code = kExitFailure;
+      break;
+    }
     if (!json.ok()) {
       ++bad;
       err << "tether echo: queue index " << m.context.queue_index << ": "
@@ -158,10 +175,12 @@ ArgParser EchoParser() {
       "tether echo",
       "Prints each message of CHANNEL as one JSON line, decoded with the\n"
       "schema the channel carries (channels of bridged ROS messages: the ROS\n"
-      "message, decoded with the definition each envelope carries). Lost messages are reported on stderr\n"
-      "(\"missed N\"), with a tally at the end. Sleeps on the channel's futex\n"
-      "between messages. Ctrl-C (or --count) ends it. Reads pinned; if the\n"
-      "channel's pins are all taken, reads unpinned copies (with a note).");
+      "message, decoded with the definition each envelope carries by\n"
+      "ros_bridge/ros_json, which runs beside the CLI). Lost messages are\n"
+      "reported on stderr (\"missed N\"), with a tally at the end. Sleeps on\n"
+      "the channel's futex between messages. Ctrl-C (or --count) ends it.\n"
+      "Reads pinned; if the channel's pins are all taken, reads unpinned\n"
+      "copies (with a note).");
   parser.AddPositional("channel", "the channel, e.g. /robot/imu");
   AddRootInstanceOptions(parser);
   parser.AddOption("count", "N", "stop after printing N messages (0: never)",

@@ -20,6 +20,15 @@ std::span<const PackageBinary> PackageBinaries() {
   return kBinaries;
 }
 
+std::string PackageBinaryPath(std::string_view path) {
+  std::error_code ec;
+  const std::filesystem::path self =
+      std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  // <bazel-bin>/tools/tether -> <bazel-bin>/<path>
+  return (self.parent_path().parent_path() / std::string(path)).string();
+}
+
 std::optional<int> MaybeExecPackageBinary(std::span<const std::string> args,
                                           std::ostream& err) {
   if (args.empty()) return std::nullopt;
@@ -33,12 +42,8 @@ std::optional<int> MaybeExecPackageBinary(std::span<const std::string> args,
         })) {
       continue;
     }
-    std::error_code ec;
-    const std::filesystem::path self =
-        std::filesystem::read_symlink("/proc/self/exe", ec);
-    const std::filesystem::path binary =
-        self.parent_path().parent_path() / std::string(b.path);
-    if (ec || ::access(binary.c_str(), X_OK) != 0) {
+    const std::filesystem::path binary = PackageBinaryPath(b.path);
+    if (binary.empty() || ::access(binary.c_str(), X_OK) != 0) {
       err << "tether " << b.command << ": " << binary.string()
           << " is not built; run it as ./tether " << b.command
           << " (which builds it) or: bazel build " << b.target << "\n";

@@ -25,6 +25,11 @@ struct PackageBinary {
 // The commands run this way.
 std::span<const PackageBinary> PackageBinaries();
 
+// Where the binary at `path` (under bazel-bin, "ros_bridge/ros_json") is
+// for this process: beside this binary's own package folder, from
+// /proc/self/exe. Empty if /proc/self/exe cannot be read. Any thread.
+std::string PackageBinaryPath(std::string_view path);
+
 // If args[0] names a package command (and an argument has its suffix),
 // execs its binary with args[1..]
 // (never returns on success). If the binary is missing or exec fails,

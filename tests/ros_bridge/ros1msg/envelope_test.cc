@@ -51,6 +51,12 @@ TEST(Envelope, BuildsInASlotAndDecodesToJsonWithoutRos) {
             "7]}}");
 }
 
+// tools/package_decoder.cc names this id (the CLI may not link ros1msg to
+// ask): a change of envelope.capnp that changes it must change both.
+TEST(Envelope, TypeIdIsTheOneTheCliRecognises) {
+  EXPECT_EQ(EnvelopeTypeId(), 0x99f0e31ed20732b9u);
+}
+
 TEST(Envelope, TooLargeForTheSlotIsOverflowNotCorruption) {
   std::vector<uint64_t> slot(16, 0);
   std::span<std::byte> bytes(reinterpret_cast<std::byte*>(slot.data()),
