@@ -4,20 +4,16 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <vector>
 
 #include "tools/cli.h"
+#include "tools/package_binary.h"
 
 namespace tether::tools {
 
 std::string NetBridgePath() {
-  std::error_code ec;
-  const std::filesystem::path self =
-      std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return "net/net_bridge";
-  // <bazel-bin>/tools/tether -> <bazel-bin>/net/net_bridge
-  return (self.parent_path().parent_path() / "net" / "net_bridge").string();
+  std::string path = PackageBinaryPath("net/net_bridge");
+  return path.empty() ? "net/net_bridge" : path;
 }
 
 int ExecNetBridge(std::span<const std::string> args, std::ostream& err) {
