@@ -1,7 +1,9 @@
 #include "log/mcap_format.h"
 
 #include <bit>
+#include <concepts>
 #include <cstring>
+#include <type_traits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -10,138 +12,192 @@
 namespace tether::log::mcap {
 namespace {
 
+// One record codec. Each record type's fields are listed once, in file
+// order, by an overload Fields(record, codec) below, run with a ByteWriter
+// (Append) or a ByteReader (Parse). A field is a call naming its wire kind
+// and its name (the name is what a parse error reports):
+//   U8 U16 U32 U64   fixed little-endian integers
+//   String           u32 length + bytes
+//   Map              u32 byte length + (String key, String value)*
+//   MapU64           u32 byte length + (u16 or u32 key, u64 value)*
+//   Bytes32 Bytes64  u32 / u64 length + bytes (owned vector or borrowed span)
+//   Pairs            u32 byte length + (u64, u64)* (16-byte entries)
+//   Rest             every byte left in the record (borrowed span)
+// The reader takes each field by non-const reference, so a field listed with
+// the wrong kind for its member's type does not compile.
+
 // Appends little-endian fields; BeginRecord/EndRecord frame a record.
 class ByteWriter {
  public:
   explicit ByteWriter(std::vector<std::byte>* out) : out_(out) {}
 
   size_t BeginRecord(uint8_t opcode) {
-    U8(opcode);
+    PutU8(opcode);
     const size_t length_at = out_->size();
-    U64(0);
+    PutU64(0);
     return length_at;
   }
   void EndRecord(size_t length_at) {
     StoreU64(out_->data() + length_at, out_->size() - length_at - 8);
   }
 
-  void U8(uint8_t v) { out_->push_back(std::byte{v}); }
-  void U16(uint16_t v) { Raw(&v, 2); }
-  void U32(uint32_t v) { Raw(&v, 4); }
-  void U64(uint64_t v) { Raw(&v, 8); }
-  void String(std::string_view s) {
-    U32(static_cast<uint32_t>(s.size()));
-    Raw(s.data(), s.size());
-  }
-  void Bytes(std::span<const std::byte> b) { Raw(b.data(), b.size()); }
-  void Map(const KeyValueMap& map) {
-    const size_t at = out_->size();
-    U32(0);
+  void U8(const char*, uint8_t v) { PutU8(v); }
+  void U16(const char*, uint16_t v) { Raw(&v, 2); }
+  void U32(const char*, uint32_t v) { Raw(&v, 4); }
+  void U64(const char*, uint64_t v) { PutU64(v); }
+  void String(const char*, std::string_view s) { PutString(s); }
+  void Map(const char*, const KeyValueMap& map) {
+    const size_t at = BeginLength32();
     for (const auto& [k, v] : map) {
-      String(k);
-      String(v);
+      PutString(k);
+      PutString(v);
     }
-    PatchU32(at);
+    EndLength32(at);
   }
   template <typename K>
-  void MapU64(const std::map<K, uint64_t>& map) {
-    const size_t at = out_->size();
-    U32(0);
+  void MapU64(const char*, const std::map<K, uint64_t>& map) {
+    static_assert(sizeof(K) == 2 || sizeof(K) == 4);
+    const size_t at = BeginLength32();
     for (const auto& [k, v] : map) {
-      if constexpr (sizeof(K) == 2) {
-        U16(k);
-      } else {
-        U32(k);
-      }
-      U64(v);
+      const K key = k;
+      Raw(&key, sizeof(K));
+      PutU64(v);
     }
-    PatchU32(at);
+    EndLength32(at);
+  }
+  void Bytes32(const char*, std::span<const std::byte> b) {
+    const uint32_t n = static_cast<uint32_t>(b.size());
+    Raw(&n, 4);
+    Raw(b.data(), b.size());
+  }
+  void Bytes64(const char*, std::span<const std::byte> b) {
+    PutU64(b.size());
+    Raw(b.data(), b.size());
+  }
+  void Pairs(const char*,
+             const std::vector<std::pair<uint64_t, uint64_t>>& pairs) {
+    const uint32_t n = static_cast<uint32_t>(pairs.size() * 16);
+    Raw(&n, 4);
+    for (const auto& [first, second] : pairs) {
+      PutU64(first);
+      PutU64(second);
+    }
+  }
+  void Rest(const char*, std::span<const std::byte> b) {
+    Raw(b.data(), b.size());
   }
 
  private:
   // x86-64 and aarch64 are little-endian; MCAP is too.
   static_assert(std::endian::native == std::endian::little);
+  void PutU8(uint8_t v) { out_->push_back(std::byte{v}); }
+  void PutU64(uint64_t v) { Raw(&v, 8); }
+  void PutString(std::string_view s) {
+    const uint32_t n = static_cast<uint32_t>(s.size());
+    Raw(&n, 4);
+    Raw(s.data(), s.size());
+  }
   void Raw(const void* p, size_t n) {
     const size_t at = out_->size();
     out_->resize(at + n);
     if (n > 0) std::memcpy(out_->data() + at, p, n);
   }
-  void PatchU32(size_t at) {
+  size_t BeginLength32() {
+    const size_t at = out_->size();
+    Raw("\0\0\0\0", 4);
+    return at;
+  }
+  void EndLength32(size_t at) {
     const uint32_t n = static_cast<uint32_t>(out_->size() - at - 4);
     std::memcpy(out_->data() + at, &n, 4);
   }
   std::vector<std::byte>* out_;
 };
 
-// Reads fields with bounds checks; the first failure is kept as the error.
+// Reads fields with bounds checks. The first failure is kept as the error
+// and every later field is left alone, so a record reads up to its first bad
+// field and no further.
 class ByteReader {
  public:
   ByteReader(std::span<const std::byte> data, const char* record)
       : data_(data), record_(record) {}
 
-  bool U8(uint8_t* v, const char* field) { return Fixed(v, 1, field); }
-  bool U16(uint16_t* v, const char* field) { return Fixed(v, 2, field); }
-  bool U32(uint32_t* v, const char* field) { return Fixed(v, 4, field); }
-  bool U64(uint64_t* v, const char* field) { return Fixed(v, 8, field); }
-  bool String(std::string* s, const char* field) {
+  void U8(const char* field, uint8_t& v) { Fixed(&v, 1, field); }
+  void U16(const char* field, uint16_t& v) { Fixed(&v, 2, field); }
+  void U32(const char* field, uint32_t& v) { Fixed(&v, 4, field); }
+  void U64(const char* field, uint64_t& v) { Fixed(&v, 8, field); }
+  void String(const char* field, std::string& s) {
     std::span<const std::byte> b;
-    if (!Bytes32(&b, field)) return false;
-    s->assign(reinterpret_cast<const char*>(b.data()), b.size());
-    return true;
+    if (!Length32(&b, field)) return;
+    s.assign(reinterpret_cast<const char*>(b.data()), b.size());
   }
-  bool Bytes32(std::span<const std::byte>* b, const char* field) {
-    uint32_t n = 0;
-    if (!U32(&n, field)) return false;
-    return Take(n, b, field);
-  }
-  bool Bytes64(std::span<const std::byte>* b, const char* field) {
-    uint64_t n = 0;
-    if (!U64(&n, field)) return false;
-    return Take(n, b, field);
-  }
-  bool Map(KeyValueMap* map, const char* field) {
-    std::span<const std::byte> b;
-    if (!Bytes32(&b, field)) return false;
-    ByteReader inner(b, record_);
-    while (inner.remaining() > 0) {
+  void Map(const char* field, KeyValueMap& map) {
+    ByteReader inner(record_);
+    if (!Inner(field, &inner)) return;
+    while (inner.ok() && inner.remaining() > 0) {
       std::string k, v;
-      if (!inner.String(&k, field) || !inner.String(&v, field)) {
-        return Fail(inner.error_);
-      }
-      (*map)[std::move(k)] = std::move(v);
+      inner.String(field, k);
+      inner.String(field, v);
+      if (inner.ok()) map[std::move(k)] = std::move(v);
     }
-    return true;
+    if (!inner.ok()) Fail(inner.error_);
   }
   template <typename K>
-  bool MapU64(std::map<K, uint64_t>* map, const char* field) {
-    std::span<const std::byte> b;
-    if (!Bytes32(&b, field)) return false;
-    ByteReader inner(b, record_);
-    while (inner.remaining() > 0) {
+  void MapU64(const char* field, std::map<K, uint64_t>& map) {
+    static_assert(sizeof(K) == 2 || sizeof(K) == 4);
+    ByteReader inner(record_);
+    if (!Inner(field, &inner)) return;
+    while (inner.ok() && inner.remaining() > 0) {
       K k{};
       uint64_t v = 0;
-      bool ok;
-      if constexpr (sizeof(K) == 2) {
-        ok = inner.U16(&k, field);
-      } else {
-        ok = inner.U32(&k, field);
-      }
-      if (!ok || !inner.U64(&v, field)) return Fail(inner.error_);
-      (*map)[k] = v;
+      inner.Fixed(&k, sizeof(K), field);
+      inner.U64(field, v);
+      if (inner.ok()) map[k] = v;
     }
-    return true;
+    if (!inner.ok()) Fail(inner.error_);
   }
-  void Rest(std::span<const std::byte>* b) {
-    *b = data_.subspan(pos_);
+  // Into an owned copy (Schema data).
+  void Bytes32(const char* field, std::vector<std::byte>& b) {
+    std::span<const std::byte> view;
+    if (!Length32(&view, field)) return;
+    b.assign(view.begin(), view.end());
+  }
+  // Borrowed from the buffer (Chunk records).
+  void Bytes64(const char* field, std::span<const std::byte>& b) {
+    uint64_t n = 0;
+    if (!Fixed(&n, 8, field)) return;
+    Take(n, &b, field);
+  }
+  void Pairs(const char* field,
+             std::vector<std::pair<uint64_t, uint64_t>>& pairs) {
+    std::span<const std::byte> b;
+    if (!Length32(&b, field)) return;
+    if (b.size() % 16 != 0) {
+      Fail(absl::StrFormat(
+          "%s record: %s: %d bytes is not a whole number of 16-byte entries",
+          record_, field, b.size()));
+      return;
+    }
+    pairs.reserve(b.size() / 16);
+    for (size_t i = 0; i < b.size(); i += 16) {
+      pairs.emplace_back(LoadU64(b.data() + i), LoadU64(b.data() + i + 8));
+    }
+  }
+  void Rest(const char*, std::span<const std::byte>& b) {
+    if (!ok()) return;
+    b = data_.subspan(pos_);
     pos_ = data_.size();
   }
-  size_t remaining() const { return data_.size() - pos_; }
-  absl::Status status() const {
-    return absl::InvalidArgumentError(error_);
-  }
+
+  bool ok() const { return error_.empty(); }
+  absl::Status status() const { return absl::InvalidArgumentError(error_); }
 
  private:
+  explicit ByteReader(const char* record) : record_(record) {}
+
+  size_t remaining() const { return data_.size() - pos_; }
   bool Fixed(void* v, size_t n, const char* field) {
+    if (!ok()) return false;
     if (remaining() < n) {
       return Fail(absl::StrFormat("%s record: %s: needs %d bytes, %d left",
                                   record_, field, n, remaining()));
@@ -152,13 +208,23 @@ class ByteReader {
   }
   bool Take(uint64_t n, std::span<const std::byte>* b, const char* field) {
     if (n > remaining()) {
-      return Fail(absl::StrFormat("%s record: %s: length %u exceeds the %d "
-                                  "bytes left in the record",
-                                  record_, field, n, remaining()));
+      return Fail(
+          absl::StrFormat("%s record: %s: length %u exceeds the %d "
+                          "bytes left in the record",
+                          record_, field, n, remaining()));
     }
     *b = data_.subspan(pos_, n);
     pos_ += n;
     return true;
+  }
+  // A u32 length and that many bytes.
+  bool Length32(std::span<const std::byte>* b, const char* field) {
+    uint32_t n = 0;
+    return Fixed(&n, 4, field) && Take(n, b, field);
+  }
+  // Points `inner` at the bytes of a u32-length-prefixed field.
+  bool Inner(const char* field, ByteReader* inner) {
+    return Length32(&inner->data_, field);
   }
   bool Fail(std::string error) {
     if (error_.empty()) error_ = std::move(error);
@@ -170,6 +236,132 @@ class ByteReader {
   const char* record_;
   std::string error_;
 };
+
+// A `const T` (appending) or a `T` (parsing).
+template <typename R, typename T>
+concept RecordOf = std::same_as<std::remove_const_t<R>, T>;
+
+// --- the records' fields, in file order (mcap.dev/spec) ---
+
+void Fields(RecordOf<Header> auto& r, auto& c) {
+  c.String("profile", r.profile);
+  c.String("library", r.library);
+}
+
+void Fields(RecordOf<Footer> auto& r, auto& c) {
+  c.U64("summary_start", r.summary_start);
+  c.U64("summary_offset_start", r.summary_offset_start);
+  c.U32("summary_crc", r.summary_crc);
+}
+
+void Fields(RecordOf<Schema> auto& r, auto& c) {
+  c.U16("id", r.id);
+  c.String("name", r.name);
+  c.String("encoding", r.encoding);
+  c.Bytes32("data", r.data);
+}
+
+void Fields(RecordOf<Channel> auto& r, auto& c) {
+  c.U16("id", r.id);
+  c.U16("schema_id", r.schema_id);
+  c.String("topic", r.topic);
+  c.String("message_encoding", r.message_encoding);
+  c.Map("metadata", r.metadata);
+}
+
+// Parsed with the codec; appended by the hand-unrolled Append below (the
+// logger's hot path), which must write these fields in this order.
+void Fields(RecordOf<Message> auto& r, auto& c) {
+  c.U16("channel_id", r.channel_id);
+  c.U32("sequence", r.sequence);
+  c.U64("log_time", r.log_time);
+  c.U64("publish_time", r.publish_time);
+  c.Rest("data", r.data);
+}
+
+void Fields(RecordOf<Chunk> auto& r, auto& c) {
+  c.U64("message_start_time", r.message_start_time);
+  c.U64("message_end_time", r.message_end_time);
+  c.U64("uncompressed_size", r.uncompressed_size);
+  c.U32("uncompressed_crc", r.uncompressed_crc);
+  c.String("compression", r.compression);
+  c.Bytes64("records", r.records);
+}
+
+void Fields(RecordOf<MessageIndex> auto& r, auto& c) {
+  c.U16("channel_id", r.channel_id);
+  c.Pairs("records", r.records);
+}
+
+void Fields(RecordOf<ChunkIndex> auto& r, auto& c) {
+  c.U64("message_start_time", r.message_start_time);
+  c.U64("message_end_time", r.message_end_time);
+  c.U64("chunk_start_offset", r.chunk_start_offset);
+  c.U64("chunk_length", r.chunk_length);
+  c.MapU64("message_index_offsets", r.message_index_offsets);
+  c.U64("message_index_length", r.message_index_length);
+  c.String("compression", r.compression);
+  c.U64("compressed_size", r.compressed_size);
+  c.U64("uncompressed_size", r.uncompressed_size);
+}
+
+void Fields(RecordOf<Statistics> auto& r, auto& c) {
+  c.U64("message_count", r.message_count);
+  c.U16("schema_count", r.schema_count);
+  c.U32("channel_count", r.channel_count);
+  c.U32("attachment_count", r.attachment_count);
+  c.U32("metadata_count", r.metadata_count);
+  c.U32("chunk_count", r.chunk_count);
+  c.U64("message_start_time", r.message_start_time);
+  c.U64("message_end_time", r.message_end_time);
+  c.MapU64("channel_message_counts", r.channel_message_counts);
+}
+
+void Fields(RecordOf<Metadata> auto& r, auto& c) {
+  c.String("name", r.name);
+  c.Map("metadata", r.metadata);
+}
+
+void Fields(RecordOf<MetadataIndex> auto& r, auto& c) {
+  c.U64("offset", r.offset);
+  c.U64("length", r.length);
+  c.String("name", r.name);
+}
+
+void Fields(RecordOf<SummaryOffset> auto& r, auto& c) {
+  c.U8("group_opcode", r.group_opcode);
+  c.U64("group_start", r.group_start);
+  c.U64("group_length", r.group_length);
+}
+
+void Fields(RecordOf<DataEnd> auto& r, auto& c) {
+  c.U32("data_section_crc", r.data_section_crc);
+}
+
+constexpr const char* kOpcodeNames[] = {
+    nullptr,      "Header",        "Footer",          "Schema",
+    "Channel",    "Message",       "Chunk",           "MessageIndex",
+    "ChunkIndex", "Attachment",    "AttachmentIndex", "Statistics",
+    "Metadata",   "MetadataIndex", "SummaryOffset",   "DataEnd"};
+
+template <typename T>
+void AppendWithCodec(Opcode opcode, const T& record,
+                     std::vector<std::byte>* out) {
+  ByteWriter w(out);
+  const size_t at = w.BeginRecord(static_cast<uint8_t>(opcode));
+  Fields(record, w);
+  w.EndRecord(at);
+}
+
+template <typename T>
+absl::StatusOr<T> ParseWithCodec(Opcode opcode,
+                                 std::span<const std::byte> content) {
+  ByteReader r(content, kOpcodeNames[static_cast<uint8_t>(opcode)]);
+  T record;
+  Fields(record, r);
+  if (!r.ok()) return r.status();
+  return record;
+}
 
 }  // namespace
 
@@ -191,59 +383,17 @@ uint16_t LoadU16(const std::byte* p) {
 void StoreU64(std::byte* p, uint64_t v) { std::memcpy(p, &v, 8); }
 
 std::string OpcodeName(uint8_t opcode) {
-  static constexpr const char* kNames[] = {
-      nullptr,      "Header",        "Footer",         "Schema",
-      "Channel",    "Message",       "Chunk",          "MessageIndex",
-      "ChunkIndex", "Attachment",    "AttachmentIndex", "Statistics",
-      "Metadata",   "MetadataIndex", "SummaryOffset",  "DataEnd"};
-  if (opcode >= 1 && opcode <= 0x0F) return kNames[opcode];
+  if (opcode >= 1 && opcode <= 0x0F) return kOpcodeNames[opcode];
   if (opcode >= kFirstPrivateOpcode) {
     return absl::StrFormat("private 0x%02x", opcode);
   }
   return absl::StrFormat("unknown 0x%02x", opcode);
 }
 
-void Append(const Header& r, std::vector<std::byte>* out) {
-  ByteWriter w(out);
-  const size_t at = w.BeginRecord(static_cast<uint8_t>(Opcode::kHeader));
-  w.String(r.profile);
-  w.String(r.library);
-  w.EndRecord(at);
-}
-
-void Append(const Footer& r, std::vector<std::byte>* out) {
-  ByteWriter w(out);
-  const size_t at = w.BeginRecord(static_cast<uint8_t>(Opcode::kFooter));
-  w.U64(r.summary_start);
-  w.U64(r.summary_offset_start);
-  w.U32(r.summary_crc);
-  w.EndRecord(at);
-}
-
-void Append(const Schema& r, std::vector<std::byte>* out) {
-  ByteWriter w(out);
-  const size_t at = w.BeginRecord(static_cast<uint8_t>(Opcode::kSchema));
-  w.U16(r.id);
-  w.String(r.name);
-  w.String(r.encoding);
-  w.U32(static_cast<uint32_t>(r.data.size()));
-  w.Bytes(r.data);
-  w.EndRecord(at);
-}
-
-void Append(const Channel& r, std::vector<std::byte>* out) {
-  ByteWriter w(out);
-  const size_t at = w.BeginRecord(static_cast<uint8_t>(Opcode::kChannel));
-  w.U16(r.id);
-  w.U16(r.schema_id);
-  w.String(r.topic);
-  w.String(r.message_encoding);
-  w.Map(r.metadata);
-  w.EndRecord(at);
-}
-
 void Append(const Message& r, std::vector<std::byte>* out) {
-  // The hot path of the logger: one resize, fixed stores.
+  // The hot path of the logger: one resize, fixed stores, in the order
+  // Fields(Message) lists them.
+  static_assert(kMessageFixedSize == 2 + 4 + 8 + 8);
   const size_t at = out->size();
   const size_t content = kMessageFixedSize + r.data.size();
   out->resize(at + kRecordHeaderSize + content);
@@ -257,271 +407,40 @@ void Append(const Message& r, std::vector<std::byte>* out) {
   if (!r.data.empty()) std::memcpy(p + 31, r.data.data(), r.data.size());
 }
 
-void Append(const Chunk& r, std::vector<std::byte>* out) {
-  ByteWriter w(out);
-  const size_t at = w.BeginRecord(static_cast<uint8_t>(Opcode::kChunk));
-  w.U64(r.message_start_time);
-  w.U64(r.message_end_time);
-  w.U64(r.uncompressed_size);
-  w.U32(r.uncompressed_crc);
-  w.String(r.compression);
-  w.U64(r.records.size());
-  w.Bytes(r.records);
-  w.EndRecord(at);
-}
-
-void Append(const MessageIndex& r, std::vector<std::byte>* out) {
-  ByteWriter w(out);
-  const size_t at = w.BeginRecord(static_cast<uint8_t>(Opcode::kMessageIndex));
-  w.U16(r.channel_id);
-  w.U32(static_cast<uint32_t>(r.records.size() * 16));
-  for (const auto& [time, offset] : r.records) {
-    w.U64(time);
-    w.U64(offset);
-  }
-  w.EndRecord(at);
-}
-
-void Append(const ChunkIndex& r, std::vector<std::byte>* out) {
-  ByteWriter w(out);
-  const size_t at = w.BeginRecord(static_cast<uint8_t>(Opcode::kChunkIndex));
-  w.U64(r.message_start_time);
-  w.U64(r.message_end_time);
-  w.U64(r.chunk_start_offset);
-  w.U64(r.chunk_length);
-  w.MapU64(r.message_index_offsets);
-  w.U64(r.message_index_length);
-  w.String(r.compression);
-  w.U64(r.compressed_size);
-  w.U64(r.uncompressed_size);
-  w.EndRecord(at);
-}
-
-void Append(const Statistics& r, std::vector<std::byte>* out) {
-  ByteWriter w(out);
-  const size_t at = w.BeginRecord(static_cast<uint8_t>(Opcode::kStatistics));
-  w.U64(r.message_count);
-  w.U16(r.schema_count);
-  w.U32(r.channel_count);
-  w.U32(r.attachment_count);
-  w.U32(r.metadata_count);
-  w.U32(r.chunk_count);
-  w.U64(r.message_start_time);
-  w.U64(r.message_end_time);
-  w.MapU64(r.channel_message_counts);
-  w.EndRecord(at);
-}
-
-void Append(const Metadata& r, std::vector<std::byte>* out) {
-  ByteWriter w(out);
-  const size_t at = w.BeginRecord(static_cast<uint8_t>(Opcode::kMetadata));
-  w.String(r.name);
-  w.Map(r.metadata);
-  w.EndRecord(at);
-}
-
-void Append(const MetadataIndex& r, std::vector<std::byte>* out) {
-  ByteWriter w(out);
-  const size_t at =
-      w.BeginRecord(static_cast<uint8_t>(Opcode::kMetadataIndex));
-  w.U64(r.offset);
-  w.U64(r.length);
-  w.String(r.name);
-  w.EndRecord(at);
-}
-
-void Append(const SummaryOffset& r, std::vector<std::byte>* out) {
-  ByteWriter w(out);
-  const size_t at =
-      w.BeginRecord(static_cast<uint8_t>(Opcode::kSummaryOffset));
-  w.U8(r.group_opcode);
-  w.U64(r.group_start);
-  w.U64(r.group_length);
-  w.EndRecord(at);
-}
-
-void Append(const DataEnd& r, std::vector<std::byte>* out) {
-  ByteWriter w(out);
-  const size_t at = w.BeginRecord(static_cast<uint8_t>(Opcode::kDataEnd));
-  w.U32(r.data_section_crc);
-  w.EndRecord(at);
-}
-
 void AppendRecord(uint8_t opcode, std::span<const std::byte> content,
                   std::vector<std::byte>* out) {
   ByteWriter w(out);
   const size_t at = w.BeginRecord(opcode);
-  w.Bytes(content);
+  w.Rest("content", content);
   w.EndRecord(at);
 }
 
-absl::StatusOr<Header> ParseHeader(std::span<const std::byte> content) {
-  ByteReader r(content, "Header");
-  Header h;
-  if (!r.String(&h.profile, "profile") || !r.String(&h.library, "library")) {
-    return r.status();
-  }
-  return h;
-}
-
-absl::StatusOr<Footer> ParseFooter(std::span<const std::byte> content) {
-  ByteReader r(content, "Footer");
-  Footer f;
-  if (!r.U64(&f.summary_start, "summary_start") ||
-      !r.U64(&f.summary_offset_start, "summary_offset_start") ||
-      !r.U32(&f.summary_crc, "summary_crc")) {
-    return r.status();
-  }
-  return f;
-}
-
-absl::StatusOr<Schema> ParseSchema(std::span<const std::byte> content) {
-  ByteReader r(content, "Schema");
-  Schema s;
-  std::span<const std::byte> data;
-  if (!r.U16(&s.id, "id") || !r.String(&s.name, "name") ||
-      !r.String(&s.encoding, "encoding") || !r.Bytes32(&data, "data")) {
-    return r.status();
-  }
-  s.data.assign(data.begin(), data.end());
-  return s;
-}
-
-absl::StatusOr<Channel> ParseChannel(std::span<const std::byte> content) {
-  ByteReader r(content, "Channel");
-  Channel c;
-  if (!r.U16(&c.id, "id") || !r.U16(&c.schema_id, "schema_id") ||
-      !r.String(&c.topic, "topic") ||
-      !r.String(&c.message_encoding, "message_encoding") ||
-      !r.Map(&c.metadata, "metadata")) {
-    return r.status();
-  }
-  return c;
-}
-
 absl::StatusOr<Message> ParseMessage(std::span<const std::byte> content) {
-  ByteReader r(content, "Message");
-  Message m;
-  if (!r.U16(&m.channel_id, "channel_id") || !r.U32(&m.sequence, "sequence") ||
-      !r.U64(&m.log_time, "log_time") ||
-      !r.U64(&m.publish_time, "publish_time")) {
-    return r.status();
-  }
-  r.Rest(&m.data);
-  return m;
+  return ParseWithCodec<Message>(Opcode::kMessage, content);
 }
 
-absl::StatusOr<Chunk> ParseChunk(std::span<const std::byte> content) {
-  ByteReader r(content, "Chunk");
-  Chunk c;
-  if (!r.U64(&c.message_start_time, "message_start_time") ||
-      !r.U64(&c.message_end_time, "message_end_time") ||
-      !r.U64(&c.uncompressed_size, "uncompressed_size") ||
-      !r.U32(&c.uncompressed_crc, "uncompressed_crc") ||
-      !r.String(&c.compression, "compression") ||
-      !r.Bytes64(&c.records, "records")) {
-    return r.status();
+// Every other record: Append(Type) and Parse<Type>() through its codec; the
+// opcode of each is Opcode::k<Type>.
+#define TETHER_MCAP_RECORD(Type)                                         \
+  void Append(const Type& r, std::vector<std::byte>* out) {              \
+    AppendWithCodec(Opcode::k##Type, r, out);                            \
+  }                                                                      \
+  absl::StatusOr<Type> Parse##Type(std::span<const std::byte> content) { \
+    return ParseWithCodec<Type>(Opcode::k##Type, content);               \
   }
-  return c;
-}
-
-absl::StatusOr<MessageIndex> ParseMessageIndex(
-    std::span<const std::byte> content) {
-  ByteReader r(content, "MessageIndex");
-  MessageIndex m;
-  std::span<const std::byte> entries;
-  if (!r.U16(&m.channel_id, "channel_id") ||
-      !r.Bytes32(&entries, "records")) {
-    return r.status();
-  }
-  if (entries.size() % 16 != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "MessageIndex record: records: %d bytes is not a whole number of "
-        "16-byte entries",
-        entries.size()));
-  }
-  m.records.reserve(entries.size() / 16);
-  for (size_t i = 0; i < entries.size(); i += 16) {
-    m.records.emplace_back(LoadU64(entries.data() + i),
-                           LoadU64(entries.data() + i + 8));
-  }
-  return m;
-}
-
-absl::StatusOr<ChunkIndex> ParseChunkIndex(
-    std::span<const std::byte> content) {
-  ByteReader r(content, "ChunkIndex");
-  ChunkIndex c;
-  if (!r.U64(&c.message_start_time, "message_start_time") ||
-      !r.U64(&c.message_end_time, "message_end_time") ||
-      !r.U64(&c.chunk_start_offset, "chunk_start_offset") ||
-      !r.U64(&c.chunk_length, "chunk_length") ||
-      !r.MapU64(&c.message_index_offsets, "message_index_offsets") ||
-      !r.U64(&c.message_index_length, "message_index_length") ||
-      !r.String(&c.compression, "compression") ||
-      !r.U64(&c.compressed_size, "compressed_size") ||
-      !r.U64(&c.uncompressed_size, "uncompressed_size")) {
-    return r.status();
-  }
-  return c;
-}
-
-absl::StatusOr<Statistics> ParseStatistics(
-    std::span<const std::byte> content) {
-  ByteReader r(content, "Statistics");
-  Statistics s;
-  if (!r.U64(&s.message_count, "message_count") ||
-      !r.U16(&s.schema_count, "schema_count") ||
-      !r.U32(&s.channel_count, "channel_count") ||
-      !r.U32(&s.attachment_count, "attachment_count") ||
-      !r.U32(&s.metadata_count, "metadata_count") ||
-      !r.U32(&s.chunk_count, "chunk_count") ||
-      !r.U64(&s.message_start_time, "message_start_time") ||
-      !r.U64(&s.message_end_time, "message_end_time") ||
-      !r.MapU64(&s.channel_message_counts, "channel_message_counts")) {
-    return r.status();
-  }
-  return s;
-}
-
-absl::StatusOr<Metadata> ParseMetadata(std::span<const std::byte> content) {
-  ByteReader r(content, "Metadata");
-  Metadata m;
-  if (!r.String(&m.name, "name") || !r.Map(&m.metadata, "metadata")) {
-    return r.status();
-  }
-  return m;
-}
-
-absl::StatusOr<MetadataIndex> ParseMetadataIndex(
-    std::span<const std::byte> content) {
-  ByteReader r(content, "MetadataIndex");
-  MetadataIndex m;
-  if (!r.U64(&m.offset, "offset") || !r.U64(&m.length, "length") ||
-      !r.String(&m.name, "name")) {
-    return r.status();
-  }
-  return m;
-}
-
-absl::StatusOr<SummaryOffset> ParseSummaryOffset(
-    std::span<const std::byte> content) {
-  ByteReader r(content, "SummaryOffset");
-  SummaryOffset s;
-  if (!r.U8(&s.group_opcode, "group_opcode") ||
-      !r.U64(&s.group_start, "group_start") ||
-      !r.U64(&s.group_length, "group_length")) {
-    return r.status();
-  }
-  return s;
-}
-
-absl::StatusOr<DataEnd> ParseDataEnd(std::span<const std::byte> content) {
-  ByteReader r(content, "DataEnd");
-  DataEnd d;
-  if (!r.U32(&d.data_section_crc, "data_section_crc")) return r.status();
-  return d;
-}
+TETHER_MCAP_RECORD(Header)
+TETHER_MCAP_RECORD(Footer)
+TETHER_MCAP_RECORD(Schema)
+TETHER_MCAP_RECORD(Channel)
+TETHER_MCAP_RECORD(Chunk)
+TETHER_MCAP_RECORD(MessageIndex)
+TETHER_MCAP_RECORD(ChunkIndex)
+TETHER_MCAP_RECORD(Statistics)
+TETHER_MCAP_RECORD(Metadata)
+TETHER_MCAP_RECORD(MetadataIndex)
+TETHER_MCAP_RECORD(SummaryOffset)
+TETHER_MCAP_RECORD(DataEnd)
+#undef TETHER_MCAP_RECORD
 
 SplitStatus SplitRecord(std::span<const std::byte> buffer, uint64_t* pos,
                         RecordView* record, uint64_t* declared) {

@@ -11,7 +11,8 @@
 // compressed data, a length running past the end of the file, bytes that are
 // not a record) is reported as a Problem naming its file offset, and the scan
 // resynchronises on the next intact chunk, so every intact chunk is still
-// read. A truncated file yields everything before the cut.
+// read. A truncated file yields everything before the cut. (The scan itself,
+// and the file it reads, are in mcap_scanner.h.)
 //
 // Threading: a reader and its iterators belong to one thread. Not RT-safe:
 // reads the file, allocates.
@@ -31,94 +32,9 @@
 
 #include "absl/status/statusor.h"
 #include "log/mcap_format.h"
+#include "log/mcap_scanner.h"
 
 namespace tether::log {
-
-// Something wrong in a file, and where.
-struct McapProblem {
-  uint64_t offset = 0;
-  std::string what;
-  // "offset 1234: what".
-  std::string ToString() const;
-};
-
-// Sorts problems by offset and drops exact repeats (the same damage found
-// by two passes). Any thread.
-void SortProblems(std::vector<McapProblem>* problems);
-
-// The open file: size and positioned reads. Not copyable.
-class McapFile {
- public:
-  static absl::StatusOr<std::unique_ptr<McapFile>> Open(
-      const std::string& path);
-  ~McapFile();
-  McapFile(const McapFile&) = delete;
-  McapFile& operator=(const McapFile&) = delete;
-
-  const std::string& path() const { return path_; }
-  uint64_t size() const { return size_; }
-  // Replaces `*out` with `size` bytes at `offset`; fewer at the end of the
-  // file. DataLoss on a read error.
-  absl::Status ReadAt(uint64_t offset, uint64_t size,
-                      std::vector<std::byte>* out) const;
-
- private:
-  McapFile(std::string path, int fd, uint64_t size)
-      : path_(std::move(path)), fd_(fd), size_(size) {}
-  const std::string path_;
-  const int fd_;
-  const uint64_t size_;
-};
-
-// One top-level record of the data section, read into its own buffer.
-struct McapRecord {
-  uint8_t opcode = 0;
-  uint64_t offset = 0;                 // of the opcode byte in the file
-  uint64_t content_size = 0;           // as the record's header declares
-  // After opcode and length; empty when the scanner was told to skip this
-  // kind of record's content.
-  std::vector<std::byte> content;
-  uint64_t size() const { return mcap::kRecordHeaderSize + content_size; }
-};
-
-// Walks the data section's top-level records in file order, from just after
-// the header to Data End (or the end of the file). Records that cannot be
-// framed are reported and skipped by resynchronising on the next plausible
-// Chunk record. One thread.
-class McapRecordScanner {
- public:
-  // `start`: offset of the first record (after magic and header). With
-  // `read_chunks` false, Chunk records are framed and checked to fit but
-  // their content is not read (a fast pass over a large file).
-  McapRecordScanner(const McapFile* file, uint64_t start,
-                    bool read_chunks = true);
-
-  // The next record; false at Data End, the footer or the end of the file.
-  // Problems found on the way are appended to problems().
-  bool Next(McapRecord* record);
-  const std::vector<McapProblem>& problems() const { return problems_; }
-  // Offset of the Data End record, once reached (0 before or if absent).
-  uint64_t data_end_offset() const { return data_end_offset_; }
-  // Reports a problem with a record the caller could not use (e.g. a chunk
-  // whose CRC failed) and, when `resync`, continues the scan at the next
-  // plausible chunk after it instead of trusting its length.
-  void Reject(const McapRecord& record, const std::string& what, bool resync);
-
- private:
-  // Searches from `from` for the next byte position that starts a Chunk
-  // record whose fields are self-consistent; sets pos_ there or at the end.
-  void Resync(uint64_t from);
-  bool PlausibleChunkAt(uint64_t offset, std::span<const std::byte> window,
-                        uint64_t window_offset);
-
-  const McapFile* file_;
-  uint64_t pos_;
-  const bool read_chunks_;
-  bool done_ = false;
-  uint64_t data_end_offset_ = 0;
-  std::vector<McapProblem> problems_;
-  std::vector<std::byte> header_;
-};
 
 // A chunk's records, decompressed and CRC-checked.
 absl::Status DecompressChunk(const mcap::Chunk& chunk,
@@ -161,7 +77,10 @@ class McapMessageIterator {
  private:
   friend class McapReader;
   McapMessageIterator(McapReader* reader, const McapReadOptions& options);
+  // The next chunk to read, from the chunk indexes or from the scan.
   bool LoadNextChunk();
+  bool LoadNextIndexedChunk();
+  bool LoadNextScannedChunk();
   bool UseChunk(const mcap::Chunk& chunk, uint64_t offset,
                 const std::string& where);
   bool Wanted(const mcap::Message& m) const;

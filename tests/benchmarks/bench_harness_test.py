@@ -20,11 +20,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 import unittest
-from xml.sax.saxutils import quoteattr
 
 RUNFILES = os.path.join(os.environ.get("TEST_SRCDIR", ""), "tether")
+sys.path.insert(0, os.path.join(RUNFILES, "tests/util"))
+import pyjunit  # noqa: E402  (the shared JUnit runner)
 BENCH = os.path.join(RUNFILES, "benchmarks/bench.py")
 PYTHON = "/usr/bin/python3"
 
@@ -177,42 +177,5 @@ class BenchHarnessTest(unittest.TestCase):
         self.assertEqual(shm_left(p.pid), [])
 
 
-def main():
-    suite = unittest.defaultTestLoader.loadTestsFromTestCase(BenchHarnessTest)
-    results = []
-
-    class Result(unittest.TextTestResult):
-        def addSuccess(self, test):
-            super().addSuccess(test)
-            results.append((test, None))
-
-        def addFailure(self, test, err):
-            super().addFailure(test, err)
-            results.append((test, "".join(traceback.format_exception(*err))))
-
-        def addError(self, test, err):
-            super().addError(test, err)
-            results.append((test, "".join(traceback.format_exception(*err))))
-
-    runner = unittest.TextTestRunner(stream=sys.stdout, verbosity=2,
-                                     resultclass=Result)
-    outcome = runner.run(suite)
-    xml_path = os.environ.get("XML_OUTPUT_FILE")
-    if xml_path:
-        with open(xml_path, "w") as f:
-            f.write('<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>\n')
-            f.write(f'<testsuite name="BenchHarnessTest" tests="{len(results)}" '
-                    f'failures="{sum(1 for _, e in results if e)}">\n')
-            for test, error in results:
-                name = test.id().split(".")[-1]
-                f.write(f'<testcase name={quoteattr(name)} status="run" '
-                        'classname="BenchHarnessTest">')
-                if error:
-                    f.write(f"<failure message={quoteattr(error[-500:])}/>")
-                f.write("</testcase>\n")
-            f.write("</testsuite>\n</testsuites>\n")
-    return 0 if outcome.wasSuccessful() else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(pyjunit.run(BenchHarnessTest))

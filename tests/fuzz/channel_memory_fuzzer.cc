@@ -28,7 +28,7 @@
 #include "shm/layout.h"
 #include "shm/publisher.h"
 #include "shm/reader.h"
-#include "tests/shm/shm_test_util.h"
+#include "tests/fuzz/fuzz_scratch.h"
 
 namespace tether::shm {
 namespace {
@@ -75,17 +75,6 @@ uint64_t Adversarial(Input& in) {
     default: return in.Word();
   }
 }
-
-std::string Root() {
-  static const std::string root = [] {
-    char buf[96];
-    std::snprintf(buf, sizeof(buf), "/dev/shm/tether-fuzz-%d",
-                  static_cast<int>(::getpid()));
-    return std::string(buf);
-  }();
-  return root;
-}
-
 
 struct Handles {
   std::unique_ptr<Channel> channel;
@@ -267,10 +256,12 @@ void Step(Handles& h, const ChannelOptions& options, Input& in) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tether::shm;
+  // A root of its own for each input, removed after it: nothing is left
+  // behind between inputs (after a kill mid-input, run_fuzz.sh removes it
+  // with its run's scratch folder).
   ChannelOptions options;
-  options.root = Root();
+  options.root = tether::fuzz::MakeScratchDir("/dev/shm", "channel");
   options.instance = "i";
-  Channel::Remove(options, "/fuzz").IgnoreError();
   Input in(data, size);
   {
     Handles h = Open(options, /*create=*/true);
@@ -282,6 +273,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)h.channel->CheckConsistency();
     (void)h.channel->Sweep();
   }
-  Channel::Remove(options, "/fuzz").IgnoreError();
+  tether::fuzz::RemoveScratchDir(options.root);
   return 0;
 }

@@ -25,7 +25,7 @@
 #include "transport/channel_handle.h"
 #include "transport/dynamic.h"
 #include "transport/raw_endpoints.h"
-#include "tests/shm/shm_test_util.h"
+#include "tests/fuzz/fuzz_scratch.h"
 #include "transport/schema_registry.h"
 
 namespace {
@@ -63,9 +63,12 @@ class Input {
   size_t pos_ = 0;
 };
 
+// One root for the process: a channel may be kept for the next input.
+// Removed at a normal exit (the corpus test); after libFuzzer's exits,
+// run_fuzz.sh removes it with its run's scratch folder.
 const std::string& Root() {
   static const std::string root =
-      "/dev/shm/tether-fuzz-net-" + std::to_string(::getpid());
+      tether::fuzz::MakeScratchDir("/dev/shm", "net");
   return root;
 }
 
@@ -152,8 +155,10 @@ void Run(const uint8_t* data, size_t size) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const bool cleaned = [] {
-    tether::shm::testing::RemoveTree(Root());
-    std::atexit([] { tether::shm::testing::RemoveTree(Root()); });
+    // Root() first: its string must outlive the handler (statics and
+    // atexit handlers run in the reverse order of their completion).
+    (void)Root();
+    std::atexit([] { tether::fuzz::RemoveScratchDir(Root()); });
     return true;
   }();
   (void)cleaned;

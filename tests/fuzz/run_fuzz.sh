@@ -63,9 +63,17 @@ for t in "${targets[@]}"; do
 done
 
 failed=0
+# What the fuzzers make (channels, folders: tests/fuzz/fuzz_scratch.h) goes
+# into a scratch folder per run, removed when the fuzzer has exited however
+# it exited (libFuzzer's exits skip the targets' own clean-up), and when
+# this script is interrupted.
+scratch=""
+trap 'if [ -n "$scratch" ]; then rm -rf "$scratch"; fi' EXIT
 for t in "${targets[@]}"; do
   corpus="$root/tests/fuzz/corpus/$t"
   work="$(mktemp -d)"
+  scratch="$(mktemp -d /dev/shm/tether-fuzz-run-XXXXXX)"
+  export TETHER_FUZZ_SCRATCH="$scratch"
   mkdir -p "$work/corpus" "$work/findings"
   cp -r "$corpus/." "$work/corpus/" 2>/dev/null || true
   # Reproducers are for the corpus test; fuzzing starts from the rest.
@@ -108,6 +116,8 @@ for t in "${targets[@]}"; do
       echo "  corpus: $(ls "$corpus" | wc -l) files, $(du -sh "$corpus" | cut -f1) in tests/fuzz/corpus/$t"
     fi
   fi
+  rm -rf "$scratch"
+  scratch=""
   [ "$failed" -eq 0 ] && rm -rf "$work"
 done
 exit "$failed"

@@ -4,15 +4,13 @@
 // (file:line, field path). Includes resolve against an empty folder, so an
 // "include" of a relative path fails with an error, as it must. Findings:
 // crashes, sanitizer reports, uncaught exceptions, hangs.
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "tests/fuzz/fuzz_scratch.h"
 #include "transport/config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -24,11 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     t->ids.insert(0x9eb32e19f86ee174ull);
     return t;
   }();
-  static const std::string empty_dir = [] {
-    std::string d = "/tmp/tether-config-fuzz-" + std::to_string(::getpid());
-    ::mkdir(d.c_str(), 0700);
-    return d;
-  }();
+  // An empty folder of its own for each input, removed after it.
+  const std::string empty_dir = tether::fuzz::MakeScratchDir("/tmp", "config");
   const std::string_view json(reinterpret_cast<const char*>(data), size);
   std::vector<tr::ConfigProblem> problems;
   try {
@@ -38,5 +33,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (...) {
     __builtin_trap();  // errors are statuses, never exceptions
   }
+  tether::fuzz::RemoveScratchDir(empty_dir);
   return 0;
 }

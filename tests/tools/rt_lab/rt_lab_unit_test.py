@@ -18,11 +18,11 @@ import os
 import subprocess
 import sys
 import tempfile
-import traceback
 import unittest
-from xml.sax.saxutils import quoteattr
 
 RUNFILES = os.path.join(os.environ.get("TEST_SRCDIR", ""), "tether")
+sys.path.insert(0, os.path.join(RUNFILES, "tests/util"))
+import pyjunit  # noqa: E402  (the shared JUnit runner)
 LAB = os.path.join(RUNFILES, "tools/rt_lab/rt_lab.py")
 INIT = os.path.join(RUNFILES, "tools/rt_lab/init.sh")
 
@@ -232,40 +232,5 @@ class RtLabTest(unittest.TestCase):
         self.assertEqual(ok.returncode, 0, ok.stderr)
 
 
-def main():
-    suite = unittest.defaultTestLoader.loadTestsFromTestCase(RtLabTest)
-    results = []
-
-    class Result(unittest.TextTestResult):
-        def addSuccess(self, test):
-            super().addSuccess(test)
-            results.append((test, None))
-
-        def addFailure(self, test, err):
-            super().addFailure(test, err)
-            results.append((test, "".join(traceback.format_exception(*err))))
-
-        def addError(self, test, err):
-            super().addError(test, err)
-            results.append((test, "".join(traceback.format_exception(*err))))
-
-    outcome = unittest.TextTestRunner(stream=sys.stdout, verbosity=2,
-                                      resultclass=Result).run(suite)
-    xml_path = os.environ.get("XML_OUTPUT_FILE")
-    if xml_path:
-        with open(xml_path, "w") as f:
-            f.write('<?xml version="1.0" encoding="UTF-8"?>\n<testsuites>\n')
-            f.write('<testsuite name="RtLabTest" tests="%d" failures="%d">\n'
-                    % (len(results), sum(1 for _, e in results if e)))
-            for test, error in results:
-                f.write('<testcase name=%s status="run" classname="RtLabTest">'
-                        % quoteattr(test.id().split(".")[-1]))
-                if error:
-                    f.write("<failure message=%s/>" % quoteattr(error[-500:]))
-                f.write("</testcase>\n")
-            f.write("</testsuite>\n</testsuites>\n")
-    return 0 if outcome.wasSuccessful() else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(pyjunit.run(RtLabTest))
