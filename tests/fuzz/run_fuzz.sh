@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets with clang 14 (Bazel --config=fuzz, in an
 # output base of its own) and runs them.
 #
-#   tests/fuzz/run_fuzz.sh TARGET... [--time S] [--smoke] [--jobs N]
+#   tests/fuzz/run_fuzz.sh TARGET... [--time S] [--smoke]
 #   tests/fuzz/run_fuzz.sh --all [--time S] [--smoke]
 #   tests/fuzz/run_fuzz.sh --list
 #
@@ -92,6 +92,15 @@ for t in "${targets[@]}"; do
   runs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)"
   edges="$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo 0)"
   findings=("$work"/findings/*)
+  if [ ! -e "${findings[0]}" ] && { [ "$rc" -gt 128 ] ||
+       { [ "$rc" -eq 72 ] && grep -q 'run interrupted' "$log"; }; }; then
+    # Stopped by a signal with nothing found (Ctrl-C, kill; libFuzzer exits
+    # 72 on SIGINT): not a finding.
+    echo "fuzz $t: interrupted (exit $rc) after $runs runs; no finding"
+    rm -rf "$work"
+    [ -n "$results" ] && echo "FAIL fuzz_$t" >>"$results"
+    exit "$rc"
+  fi
   if [ "$rc" -ne 0 ] || [ -e "${findings[0]}" ]; then
     failed=1
     echo "fuzz $t: FINDING after $runs runs (exit $rc); log tail:"
