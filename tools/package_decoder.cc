@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -69,6 +70,13 @@ absl::StatusOr<std::unique_ptr<DecoderProcess>> DecoderProcess::Start(
       ::posix_spawn(&pid, path.c_str(), &actions, nullptr, argv, environ);
   posix_spawn_file_actions_destroy(&actions);
   ::close(fds[1]);
+  // A decoder that stops reading must not block echo for ever: a write
+  // gives up after as long as a reply may take.
+  const timeval send_timeout{
+      .tv_sec = static_cast<time_t>(kReplyTimeout.count() / 1000),
+      .tv_usec = 0};
+  (void)::setsockopt(fds[0], SOL_SOCKET, SO_SNDTIMEO, &send_timeout,
+                     sizeof(send_timeout));
   if (rc != 0) {
     ::close(fds[0]);
     return absl::InternalError(

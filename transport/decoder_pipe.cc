@@ -100,6 +100,13 @@ absl::Status WriteDecodeRequest(int fd, std::span<const std::byte> framed) {
   PutLittleEndian<uint64_t>(framed.size(), head);
   if (!WriteAll(fd, head, sizeof(head)) ||
       !WriteAll(fd, framed.data(), framed.size())) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      // The fd's send timeout (SO_SNDTIMEO) ran out: the peer is alive but
+      // not reading.
+      return absl::DeadlineExceededError(
+          "the decoder did not take the message in time (it is not reading "
+          "its input)");
+    }
     return absl::UnavailableError(
         absl::StrCat("the decoder is gone (", std::strerror(errno), ")"));
   }

@@ -32,7 +32,9 @@ inline constexpr uint32_t kMaxDecodeReplyBytes = 256u << 20;
 
 // Client side. Sends one request on `fd` (SIGPIPE-free on a socket).
 // Unavailable if the peer has gone (it exited or crashed). Blocks until the
-// bytes are written. Any thread, one request at a time per fd.
+// bytes are written, or until the fd's SO_SNDTIMEO runs out
+// (DeadlineExceeded: the peer is not reading). Any thread, one request at a
+// time per fd.
 absl::Status WriteDecodeRequest(int fd, std::span<const std::byte> framed);
 
 // Client side. Reads the reply to the last request: the JSON line, or

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -78,6 +79,18 @@ TEST(DecoderPipe, ASilentDecoderTimesOut) {
   SocketPair s;
   absl::StatusOr<std::string> r = ReadDecodeReply(s.fd[0], 50ms);
   EXPECT_TRUE(absl::IsDeadlineExceeded(r.status())) << r.status();
+}
+
+TEST(DecoderPipe, ADecoderThatStopsReadingTimesOutTheWriteWithSendTimeout) {
+  SocketPair s;
+  const timeval t{.tv_sec = 0, .tv_usec = 100'000};
+  ASSERT_EQ(::setsockopt(s.fd[0], SOL_SOCKET, SO_SNDTIMEO, &t, sizeof(t)), 0);
+  // Far more than the socket buffers hold; nobody reads fd[1].
+  const std::string big(8 << 20, 'x');
+  const absl::Status st = WriteDecodeRequest(s.fd[0], Bytes(big));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(st)) << st;
+  EXPECT_NE(std::string(st.message()).find("not reading"), std::string::npos)
+      << st;
 }
 
 TEST(DecoderPipe, MalformedOrCutRepliesAreUnavailable) {
