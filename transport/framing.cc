@@ -245,8 +245,10 @@ std::span<std::byte> SlotMessageBuilder::InitBlob(
     capnp::AnyStruct::Builder s, capnp::StructSchema::Field field,
     size_t size, BlobFill fill) {
   const auto proto = field.getProto();
+  // A Data field of a union would need its tag set too: not a blob.
   if (blob_count_ == kMaxBlobs || !proto.isSlot() ||
-      !field.getType().isData() || size > (size_t{1} << 29) - 1) {
+      !field.getType().isData() || size > (size_t{1} << 29) - 1 ||
+      proto.getDiscriminantValue() != capnp::schema::Field::NO_DISCRIMINANT) {
     blob_misuse_ = true;
     return {};
   }
@@ -269,6 +271,7 @@ std::span<std::byte> SlotMessageBuilder::InitBlob(
   // least two words before them.
   if (words + 2 > blob_floor_words_) {
     blob_overflow_ = true;
+    overflow_blob_words_ += words;  // for the size Finish() reports
     return {};
   }
   blob_floor_words_ -= words;
@@ -294,7 +297,7 @@ FinishResult SlotMessageBuilder::Finish() {
     (void)getRoot<capnp::AnyPointer>();
   }
   const auto segments = getSegmentsForOutput();
-  uint64_t blob_words = 0;
+  uint64_t blob_words = overflow_blob_words_;  // the ones that did not fit
   for (int i = 0; i < blob_count_; ++i) blob_words += blobs_[i].words;
   if (blob_misuse_) {
     return {FramingStatus::kBadBlob, 0, 0, capacity(), channel_};

@@ -76,8 +76,9 @@ enum class [[nodiscard]] FramingStatus : uint8_t{
     kBadBlob,
 };
 
-// The most segments a slot message may have (segment 0, blobs, spills a
-// reader must still be able to reject).
+// The most segments a slot message may have. SlotMessageBuilder makes one;
+// messages from elsewhere (logs, bridges, other writers) may have several,
+// and a reader must still be able to reject too many.
 inline constexpr uint32_t kMaxSegments = 16;
 
 // "ok", "overflow", ... Any thread, RT-safe.
@@ -179,7 +180,8 @@ class SlotMessageBuilder final : public capnp::MessageBuilder {
   // until Finish(). The field reads as null while building (do not get or
   // init it through Cap'n Proto afterwards); Finish() points it at the
   // blob. Empty span (and Finish() reports why) if `field` is not a Data
-  // field of `s`, there are kMaxBlobs already, or the slot has no room.
+  // field of `s` outside a union, there are kMaxBlobs already, or the slot
+  // has no room.
   // RT-safe (with kZeroed: a memset of `size`).
   std::span<std::byte> InitBlob(capnp::AnyStruct::Builder s,
                                 capnp::StructSchema::Field field, size_t size,
@@ -233,6 +235,7 @@ class SlotMessageBuilder final : public capnp::MessageBuilder {
   int blob_count_ = 0;
   size_t blob_floor_words_ = 0;  // blobs occupy [blob_floor, slot end)
   bool blob_overflow_ = false;
+  size_t overflow_blob_words_ = 0;  // words of blobs refused for want of room
   bool blob_misuse_ = false;
 };
 
@@ -252,10 +255,11 @@ struct ReadOptions {
   int nesting_limit = 64;
 };
 
-// Reads a message in place: one segment or several (blobs), up to
-// kMaxSegments. The constructor only checks the framing (alignment, table,
-// sizes: never reads out of `bytes`); check status() before use. Contents are validated lazily by Cap'n Proto, which throws
-// kj::Exception on malformed data: read through CheckedRoot() or
+// Reads a message in place: one segment or several (other writers may
+// make several), up to kMaxSegments. The constructor only checks the
+// framing (alignment, table, sizes: never reads out of `bytes`); check
+// status() before use. Contents are validated lazily by Cap'n Proto, which
+// throws kj::Exception on malformed data: read through CheckedRoot() or
 // VisitRoot(), not getRoot() directly, when the bytes come from outside
 // this process (shared memory, a log, the network).
 //

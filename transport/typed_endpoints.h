@@ -111,7 +111,8 @@ class Loan {
   // inside it; S is its type) a blob of `size` bytes and returns them.
   // With BlobFill::kUninitialized (the default) they hold whatever the slot
   // held: write every byte. Do not read or set the field through Cap'n Proto
-  // afterwards. Empty span if `field` is not a Data field of S, the message
+  // afterwards. Empty span if `field` is not a Data field of S (outside a
+  // union), the message
   // has SlotMessageBuilder::kMaxBlobs blobs, or they do not fit (Send() then
   // reports kTooLarge / the error in last_finish()). RT-safe.
   template <typename S>

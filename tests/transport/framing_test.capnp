@@ -32,3 +32,11 @@ struct StructFirst {
   stamp @0 :UInt64;
   inner @1 :Joint;
 }
+
+# A Data field inside a union: not a blob (its tag would not be set).
+struct Choice {
+  union {
+    none @0 :Void;
+    image @1 :Data;
+  }
+}

@@ -301,8 +301,8 @@ TEST(SlotMessageBuilder, ABlobIsWrittenInPlaceAndReadsBack) {
   }
   EXPECT_EQ(got[kBlob - 1], static_cast<uint8_t>((kBlob - 1) * 7));
 
-  // Standard stream framing with several segments: Cap'n Proto's own reader
-  // takes the bytes as they are.
+  // Standard stream framing (one segment): Cap'n Proto's own reader takes
+  // the bytes as they are.
   auto framed = slot.framed(r);
   capnp::FlatArrayMessageReader flat(kj::ArrayPtr<const capnp::word>(
       reinterpret_cast<const capnp::word*>(framed.data()), framed.size() / 8));
@@ -337,6 +337,55 @@ TEST(SlotMessageBuilder, SeveralBlobsInNestedStructs) {
   EXPECT_EQ(root.root.getChild().getLabel(), "child");
 }
 
+// The layout framing.h promises: one segment from `offset` to the slot's
+// end, blobs of any size (empty, whole words, ragged) up against it, their
+// padding zero, and the slot exactly full when the blobs leave just room
+// for the table and the root.
+TEST(SlotMessageBuilder, BlobsKeepTheMessageOneSegmentUpToTheSlotsEnd) {
+  const auto blob_field = capnp::Schema::from<Sample>().getFieldByName("blob");
+  for (const size_t size : {size_t{0}, size_t{8}, size_t{4096}, size_t{13}}) {
+    Slot slot(8192);
+    std::memset(slot.span().data(), 0xEE, slot.span().size());  // stale
+    SlotMessageBuilder builder(slot.arena(), slot.span(), "/test/blob");
+    auto sample = builder.initRoot<Sample>();
+    std::span<std::byte> b = builder.InitBlob(sample, blob_field, size);
+    ASSERT_EQ(b.size(), size);
+    for (size_t i = 0; i < size; ++i) b[i] = std::byte(i + 1);
+    const FinishResult r = MustFinishResult(builder);
+    EXPECT_EQ(r.offset + r.size, slot.span().size()) << size;
+    std::span<const std::byte> framed = slot.framed(r);
+    uint32_t table[2];
+    std::memcpy(table, framed.data(), sizeof(table));
+    EXPECT_EQ(table[0], 0u) << "one segment";
+    EXPECT_EQ(uint64_t{table[1]} * 8 + 8, r.size);
+    // Padding after a ragged blob is zero, not the stale 0xEE.
+    if (size % 8 != 0) {
+      EXPECT_EQ(framed[framed.size() - 1], std::byte{0});
+    }
+    SlotMessageReader reader(framed);
+    RootResult<Sample> root = CheckedRoot<Sample>(reader);
+    ASSERT_TRUE(root.ok()) << size;
+    ASSERT_EQ(root.root.getBlob().size(), size);
+    if (size > 0) EXPECT_EQ(root.root.getBlob()[size - 1], uint8_t(size));
+    EXPECT_FALSE(root.root.hasLabel());
+  }
+  // Exactly full: the blob takes all but the table word and the root.
+  Slot slot(4096);
+  size_t root_words = 0;
+  {  // one builder at a time per arena
+    SlotMessageBuilder probe(slot.arena(), slot.span(), "/test/blob");
+    (void)probe.initRoot<Sample>();
+    root_words = probe.getSegmentsForOutput()[0].size();
+  }
+  const size_t room = 4096 - 8 * (1 + root_words);
+  SlotMessageBuilder builder(slot.arena(), slot.span(), "/test/blob");
+  auto sample = builder.initRoot<Sample>();
+  ASSERT_EQ(builder.InitBlob(sample, blob_field, room).size(), room);
+  const FinishResult r = MustFinishResult(builder);
+  EXPECT_EQ(r.offset, 0u);
+  EXPECT_EQ(r.size, 4096u);
+}
+
 TEST(SlotMessageBuilder, BlobMisuseAndOverflowAreErrors) {
   Slot slot(4096);
   {
@@ -363,6 +412,19 @@ TEST(SlotMessageBuilder, BlobMisuseAndOverflowAreErrors) {
     FinishResult r = builder.Finish();
     EXPECT_EQ(r.status, FramingStatus::kOverflow);
     EXPECT_THAT(r.ErrorMessage(), HasSubstr("/test/blob"));
+    // The size it asks for counts the blob that did not fit.
+    EXPECT_GT(r.size, r.capacity);
+  }
+  {
+    SlotMessageBuilder builder(slot.arena(), slot.span(), "/test/blob");
+    auto choice = builder.initRoot<Choice>();
+    EXPECT_TRUE(builder
+                    .InitBlob(choice,
+                              capnp::Schema::from<Choice>().getFieldByName(
+                                  "image"),
+                              10)
+                    .empty());  // in a union
+    EXPECT_EQ(builder.Finish().status, FramingStatus::kBadBlob);
   }
   // The arena is fine afterwards.
   SlotMessageBuilder builder(slot.arena(), slot.span(), "/test/blob");
