@@ -210,8 +210,11 @@ void Driver::ReportCorruptChannels() {
   for (EventLoop* loop : loops_) {
     if (loop->channels() == nullptr) continue;
     for (const auto& [name, channel] : loop->channels()->channels()) {
-      if (!channel->corrupt() || !FirstReport(channel.get())) continue;
+      if (!channel->corrupt()) continue;
+      // Empty while another thread is still writing its finding: the count
+      // moves once it is written, and the next scan reports it.
       const std::string_view what = channel->corruption();
+      if (what.empty() || !FirstReport(channel.get())) continue;
       std::fprintf(stderr,
                    "tether: loop %s: channel %s is corrupt (%.*s); its sends "
                    "fail and its reads find nothing from now on (counted in "
