@@ -7,6 +7,27 @@
 #include <vector>
 
 namespace tether::shm {
+namespace {
+
+// mountinfo(5) writes space, tab, newline and backslash in paths as \040,
+// \011, \012 and \134.
+std::string Unescape(const std::string& field) {
+  auto octal = [](char c) { return c >= '0' && c <= '7'; };
+  std::string out;
+  for (size_t i = 0; i < field.size(); ++i) {
+    if (field[i] == '\\' && i + 3 < field.size() && field[i + 1] <= '3' &&
+        octal(field[i + 1]) && octal(field[i + 2]) && octal(field[i + 3])) {
+      out += static_cast<char>((field[i + 1] - '0') * 64 +
+                               (field[i + 2] - '0') * 8 + (field[i + 3] - '0'));
+      i += 3;
+    } else {
+      out += field[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 std::optional<MountFacts> FindMount(std::string_view mountinfo,
                                     const std::string& path) {
@@ -21,7 +42,7 @@ std::optional<MountFacts> FindMount(std::string_view mountinfo,
     size_t dash = 6;
     while (dash < f.size() && f[dash] != "-") ++dash;
     if (f.size() < 7 || dash + 2 >= f.size()) continue;  // malformed
-    const std::string& point = f[4];
+    const std::string point = Unescape(f[4]);
     const bool above =
         point == "/" ||
         (path.compare(0, point.size(), point) == 0 &&

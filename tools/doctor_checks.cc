@@ -304,25 +304,44 @@ CheckResult CheckHugePages(const DoctorInputs& in) {
                   "/proc/self/mountinfo)");
   }
   const std::string where = s.root_fstype + " at " + s.root_mount;
-  if (s.root_huge == "within_size" || s.root_huge == "always") {
-    return Result("huge_pages", title, Verdict::kOk,
-                  where + " has huge=" + s.root_huge +
-                      ": channel files get 2 MiB pages where they span "
-                      "them, so large messages (images, point clouds) "
-                      "do not miss the TLB");
-  }
   if (s.root_fstype != "tmpfs") {
     return Result("huge_pages", title, Verdict::kOk,
                   "channel files are on " + where);
   }
+  if (s.thp_shmem.empty()) {
+    return Result("huge_pages", title, Verdict::kOk,
+                  where + " has 4 KiB pages: this kernel has no transparent "
+                  "huge pages");
+  }
+  if (s.thp_shmem == "deny") {
+    return Result("huge_pages", title, Verdict::kOk,
+                  where + " has 4 KiB pages: transparent_hugepage/"
+                  "shmem_enabled is deny, which overrides every tmpfs's huge= "
+                  "option");
+  }
+  if (s.thp_shmem == "force" || s.root_huge == "within_size" ||
+      s.root_huge == "always") {
+    std::string detail =
+        where + " gives channel files 2 MiB pages where they span them (" +
+        (s.thp_shmem == "force" ? "shmem_enabled is force"
+                                : "huge=" + s.root_huge) +
+        "), so large messages (images, point clouds) do not miss the TLB";
+    if (s.root_huge == "always" || s.thp_shmem == "force") {
+      detail += "; small channel files get a 2 MiB page each too "
+                "(huge=within_size avoids that)";
+    }
+    return Result("huge_pages", title, Verdict::kOk, detail);
+  }
+  const std::string root = s.root_path.empty() ? "/dev/shm/tether" : s.root_path;
   std::string detail =
       where + " has 4 KiB pages (huge=" + s.root_huge + "): right for "
       "control messages. A channel of large messages cycles through "
       "queueDepth + 1 slots or more, whose 4 KiB pages outgrow the TLB: "
       "page walks then take a large share of a 1 MiB message's latency. For "
-      "messages of 256 KiB and more, mount a tmpfs with huge pages over the "
-      "channel root: mount -t tmpfs -o huge=within_size,mode=1777,size=2G "
-      "tmpfs /dev/shm/tether (docs/large-messages.md)";
+      "messages of 256 KiB and more, stop the stacks using " + root +
+      " and mount a tmpfs with huge pages over it: mount -t tmpfs -o "
+      "huge=within_size,mode=1777,size=2G tmpfs " + root +
+      " (docs/large-messages.md)";
   if (s.root_huge == "advise") {
     detail += "; huge=advise does not help: channel files are allocated "
               "before they are mapped";

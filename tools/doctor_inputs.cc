@@ -252,6 +252,16 @@ DoctorInputs GatherDoctorInputs(const DoctorOptions& options) {
     }
     in.shm.instances = InstanceSizes(options.shm_path + "/tether");
   }
+  in.shm.root_path = options.tether_root;
+  if (std::optional<std::string> thp = ReadFile(
+          options.sys_root + "/kernel/mm/transparent_hugepage/shmem_enabled")) {
+    // "always within_size advise [never] deny force": the bracketed one.
+    const size_t open = thp->find('['), close = thp->find(']');
+    if (open != std::string::npos && close != std::string::npos &&
+        close > open) {
+      in.shm.thp_shmem = thp->substr(open + 1, close - open - 1);
+    }
+  }
   if (std::optional<std::string> mountinfo =
           ReadFile(options.proc_root + "/self/mountinfo")) {
     // The root itself when it exists (it may be a mount of its own).

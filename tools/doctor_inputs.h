@@ -75,6 +75,10 @@ struct ShmFacts {
   std::string root_mount;
   std::string root_fstype;
   std::string root_huge;
+  std::string root_path;  // the tether root those describe
+  // <sys_root>/kernel/mm/transparent_hugepage/shmem_enabled's chosen value
+  // ("never", "deny", "force", ...); empty when the kernel has no THP.
+  std::string thp_shmem;
 };
 
 

@@ -15,6 +15,7 @@ constexpr char kMountinfo[] =
     "rw,size=2097152k,mode=1777,huge=within_size\n"
     "garbage line\n"
     "40 22 0:30 / /mnt rw - tmpfs tmpfs rw\n"
+    "42 22 0:32 / /srv/robot\\040shm rw - tmpfs tmpfs rw,huge=always\n"
     "41 22 0:31 / /mnt rw - ext4 /dev/vdb rw\n";
 
 TEST(FindMount, TakesTheLongestMountPointAboveThePath) {
@@ -45,6 +46,13 @@ TEST(FindMount, OtherFilesystemsHaveNoHugeOptionAndTheTopMountWins) {
   m = FindMount(kMountinfo, "/mnt/x");  // ext4 mounted over the tmpfs
   ASSERT_TRUE(m.has_value());
   EXPECT_EQ(m->fstype, "ext4");
+}
+
+TEST(FindMount, DecodesTheOctalEscapesOfMountPoints) {
+  std::optional<MountFacts> m = FindMount(kMountinfo, "/srv/robot shm/tether");
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(m->point, "/srv/robot shm");
+  EXPECT_EQ(m->huge, "always");
 }
 
 TEST(FindMount, NoLinesNoMount) {

@@ -228,10 +228,13 @@ TEST(Doctor, HugePagesSaysWhatTheChannelRootsPagesAreAndHowToGetHugeOnes) {
   in.shm.root_mount = "/dev/shm";
   in.shm.root_fstype = "tmpfs";
   in.shm.root_huge = "never";
+  in.shm.root_path = "/dev/shm/tether";
+  in.shm.thp_shmem = "never";
   CheckResult r = Judge(in, "huge_pages");
   EXPECT_EQ(r.verdict, Verdict::kOk);  // advice, not a problem
   EXPECT_THAT(r.detail, HasSubstr("4 KiB pages (huge=never)"));
-  EXPECT_THAT(r.detail, HasSubstr("huge=within_size"));
+  EXPECT_THAT(r.detail, HasSubstr("huge=within_size,mode=1777,size=2G tmpfs "
+                                  "/dev/shm/tether"));
 
   in.shm.root_huge = "advise";
   EXPECT_THAT(Judge(in, "huge_pages").detail,
@@ -240,8 +243,20 @@ TEST(Doctor, HugePagesSaysWhatTheChannelRootsPagesAreAndHowToGetHugeOnes) {
   in.shm.root_mount = "/dev/shm/tether";
   in.shm.root_huge = "within_size";
   r = Judge(in, "huge_pages");
-  EXPECT_THAT(r.detail, HasSubstr("has huge=within_size: channel files get "
-                                  "2 MiB pages"));
+  EXPECT_THAT(r.detail, HasSubstr("gives channel files 2 MiB pages"));
+  EXPECT_THAT(r.detail, Not(HasSubstr("small channel files")));
+
+  in.shm.root_huge = "always";
+  EXPECT_THAT(Judge(in, "huge_pages").detail,
+              HasSubstr("small channel files get a 2 MiB page each"));
+
+  in.shm.thp_shmem = "deny";  // overrides the mount option
+  EXPECT_THAT(Judge(in, "huge_pages").detail,
+              HasSubstr("4 KiB pages: transparent_hugepage/shmem_enabled is "
+                        "deny"));
+  in.shm.thp_shmem = "";
+  EXPECT_THAT(Judge(in, "huge_pages").detail,
+              HasSubstr("no transparent huge pages"));
 }
 
 TEST(Doctor, ShmReportsTheStacksFoundAndWarnsWhenTheLargestWouldNotFitAgain) {
