@@ -412,8 +412,10 @@ class Bench:
         if os.geteuid() != 0:
             return ("mounting a huge-page tmpfs needs root (run the bench as "
                     "root, or skip these rows with --systems)")
-        path = self.shm_prefix + "huge"
-        os.makedirs(path, mode=0o700, exist_ok=True)
+        # A fresh, unguessable folder: /dev/shm is world-writable, and a
+        # name known in advance could be a symlink planted by anyone.
+        path = tempfile.mkdtemp(prefix=os.path.basename(self.shm_prefix) +
+                                "huge-", dir="/dev/shm")
         # Room for the largest session's channels (1 MiB and 4 MiB cases).
         r = subprocess.run(["mount", "-t", "tmpfs", "-o",
                             "huge=within_size,size=512m,mode=0700", "tmpfs",
@@ -428,8 +430,14 @@ class Bench:
     def unmount_huge(self):
         if self.huge_dir is None:
             return
-        subprocess.run(["umount", "-l", self.huge_dir], capture_output=True)
-        shutil.rmtree(self.huge_dir, ignore_errors=True)
+        r = subprocess.run(["umount", "-l", self.huge_dir], capture_output=True,
+                           text=True)
+        if r.returncode != 0:
+            self.note(f"could not unmount {self.huge_dir}: "
+                      f"{r.stderr.strip() or r.returncode}; run umount -l "
+                      f"{self.huge_dir}")
+        else:
+            shutil.rmtree(self.huge_dir, ignore_errors=True)
         self.huge_dir = None
 
     def cleanup(self):
@@ -702,7 +710,14 @@ def sweep_stale():
             except PermissionError:
                 continue
             if os.path.ismount(path):  # a "+huge" tmpfs: unmount it first
-                subprocess.run(["umount", "-l", path], capture_output=True)
+                r = subprocess.run(["umount", "-l", path], capture_output=True,
+                                   text=True)
+                if r.returncode != 0:
+                    print(f"bench: a killed bench left {path} mounted and it "
+                          f"cannot be unmounted here ({r.stderr.strip()}): "
+                          f"run umount -l {path} as root",
+                          file=sys.stderr, flush=True)
+                    continue
             shutil.rmtree(path, ignore_errors=True)
 
 

@@ -68,10 +68,12 @@ class Mailboxes {
             "cannot create ", path, ": ", std::strerror(errno)));
       }
       ::unlink(path.c_str());
-      if (::posix_fallocate(fd, 0, static_cast<off_t>(bytes)) != 0) {
+      if (const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+          rc != 0) {
         ::close(fd);
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "no room for ", bytes, " bytes of mailboxes in ", dir));
+        return absl::ResourceExhaustedError(
+            absl::StrCat("cannot allocate ", bytes, " bytes of mailboxes at ",
+                         path, ": ", std::strerror(rc)));
       }
     }
     void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,

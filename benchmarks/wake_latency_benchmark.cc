@@ -369,7 +369,8 @@ bool RunOnce(Mechanism m, const Placement& placement, int count,
     if (board->latency_ns[i] < 0) ++lost_before_warmup_end;
   }
   const uint64_t missed = board->missed.load();
-  if (lost > 0 && static_cast<uint64_t>(lost + lost_before_warmup_end) <= missed) {
+  if (lost > 0 &&
+      static_cast<uint64_t>(lost + lost_before_warmup_end) == missed) {
     // Overwritten before the reader woke, and the reader was told: the
     // machine did not schedule the subscriber for longer than the ring
     // (depth 64) lasts. Reported, not a failure of the wake path.

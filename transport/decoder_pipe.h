@@ -27,7 +27,9 @@
 
 namespace tether::transport {
 
-inline constexpr uint64_t kMaxDecodeRequestBytes = uint64_t{1} << 32;
+// The largest slot (shm::kMaxSlotSize): no message is bigger, so a larger
+// size in a request is garbage and is refused before anything is allocated.
+inline constexpr uint64_t kMaxDecodeRequestBytes = uint64_t{256} << 20;
 inline constexpr uint32_t kMaxDecodeReplyBytes = 256u << 20;
 
 // Client side. Sends one request on `fd` (SIGPIPE-free on a socket).

@@ -92,10 +92,10 @@ for t in "${targets[@]}"; do
   runs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)"
   edges="$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo 0)"
   findings=("$work"/findings/*)
-  if [ ! -e "${findings[0]}" ] && { [ "$rc" -gt 128 ] ||
+  if [ ! -e "${findings[0]}" ] && { [ "$rc" -eq 130 ] || [ "$rc" -eq 143 ] ||
        { [ "$rc" -eq 72 ] && grep -q 'run interrupted' "$log"; }; }; then
-    # Stopped by a signal with nothing found (Ctrl-C, kill; libFuzzer exits
-    # 72 on SIGINT): not a finding.
+    # Stopped by Ctrl-C or SIGTERM with nothing found (libFuzzer exits 72 on
+    # SIGINT): not a finding. A SIGKILL (137: the OOM killer?) is one.
     echo "fuzz $t: interrupted (exit $rc) after $runs runs; no finding"
     rm -rf "$work"
     [ -n "$results" ] && echo "FAIL fuzz_$t" >>"$results"
@@ -103,7 +103,9 @@ for t in "${targets[@]}"; do
   fi
   if [ "$rc" -ne 0 ] || [ -e "${findings[0]}" ]; then
     failed=1
-    echo "fuzz $t: FINDING after $runs runs (exit $rc); log tail:"
+    why=""
+    [ "$rc" -eq 137 ] && why=" (killed: the OOM killer? see dmesg)"
+    echo "fuzz $t: FINDING after $runs runs (exit $rc$why); log tail:"
     grep -E 'ERROR|SUMMARY|==[0-9]+==|runtime error|Test unit written' "$log" | head -12
     if [ "$smoke" -eq 0 ]; then
       for f in "$work"/findings/*; do [ -e "$f" ] && cp "$f" "$corpus/" && echo "  reproducer kept: tests/fuzz/corpus/$t/$(basename "$f")"; done
