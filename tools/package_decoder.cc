@@ -22,8 +22,8 @@ namespace tether::tools {
 namespace {
 
 // RosEnvelope's id (ros_bridge/ros1msg/envelope.capnp). The CLI may not
-// link ros1msg to ask it; tests/ros_bridge/ros1msg/envelope_test.cc checks
-// that this is still EnvelopeTypeId(), and the echo test
+// link ros1msg to ask it; tests/ros_bridge/ros1msg/envelope_test.cc looks
+// EnvelopeTypeId() up in this table, and the echo test
 // (tests/ros_bridge/ros_echo_test.cc) that echo decodes through it.
 constexpr uint64_t kRosEnvelopeTypeId = 0x99f0e31ed20732b9;
 

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <vector>
 
+#include "tools/package_decoder.h"
+
 namespace tether::ros1msg {
 namespace {
 
@@ -54,7 +56,10 @@ TEST(Envelope, BuildsInASlotAndDecodesToJsonWithoutRos) {
 // tools/package_decoder.cc names this id (the CLI may not link ros1msg to
 // ask): a change of envelope.capnp that changes it must change both.
 TEST(Envelope, TypeIdIsTheOneTheCliRecognises) {
-  EXPECT_EQ(EnvelopeTypeId(), 0x99f0e31ed20732b9u);
+  const tools::PackageDecoder* d = tools::PackageDecoderFor(EnvelopeTypeId());
+  ASSERT_NE(d, nullptr) << "tools/package_decoder.cc does not know id 0x"
+                        << std::hex << EnvelopeTypeId();
+  EXPECT_EQ(d->path, "ros_bridge/ros_json");
 }
 
 TEST(Envelope, TooLargeForTheSlotIsOverflowNotCorruption) {
