@@ -77,7 +77,41 @@ PublishResult RawPublisher::Publish(std::span<const std::byte> framed,
   FinishResult copied = CopyMessageIntoSlot(framed, loan, channel_->name());
   if (copied.status == FramingStatus::kOverflow) return {PublishStatus::kTooLarge};
   if (!copied.ok()) return {PublishStatus::kMalformed};
+  uint32_t segments_minus_one = 0;
+  std::memcpy(&segments_minus_one, loan.data(), sizeof(segments_minus_one));
+  if (segments_minus_one != 0) return Reframe(loan, copied, times);
   return Send(copied.size, times);
+}
+
+PublishResult RawPublisher::Reframe(std::span<std::byte> loan,
+                                    const FinishResult& copied,
+                                    const SendTimes* times) {
+  // Not RT-safe (see Publish). The copy in the loan is read by Cap'n Proto
+  // into the private arena (setRoot) before Finish() writes the slot: the
+  // builder does not touch the slot until then.
+  const std::span<std::byte> slot = loan.first(channel_->max_size() & ~size_t{7});
+  SlotMessageReader reader(loan.first(copied.size));
+  if (internal::CheckWholeMessage(reader, nullptr) != FramingStatus::kOk) {
+    return {PublishStatus::kMalformed};
+  }
+  if (reframe_arena_ == nullptr) {
+    reframe_arena_ = std::make_unique<BuildArena>(channel_->max_size());
+  }
+  FinishResult rebuilt;
+  {
+    SlotMessageBuilder builder(reframe_arena_.get(), slot, channel_->name());
+    try {
+      builder.setRoot(reader.getRoot<capnp::AnyPointer>());
+    } catch (const kj::Exception&) {
+      return {PublishStatus::kMalformed};
+    }
+    rebuilt = builder.Finish();
+  }
+  if (rebuilt.status == FramingStatus::kOverflow) {
+    return {PublishStatus::kTooLarge};
+  }
+  if (!rebuilt.ok()) return {PublishStatus::kMalformed};
+  return Send(rebuilt.size, times, rebuilt.offset);
 }
 
 absl::StatusOr<std::unique_ptr<RawSubscriber>> RawSubscriber::Create(

@@ -14,6 +14,7 @@
 #include "shm/publisher.h"
 #include "shm/reader.h"
 #include "transport/channel_handle.h"
+#include "transport/framing.h"
 
 namespace tether::transport {
 
@@ -90,7 +91,13 @@ class RawPublisher {
                      size_t offset = 0);
 
   // Copies already framed bytes (a log record, a bridged message) into the
-  // loan and sends them; checks the framing. RT-safe.
+  // loan and sends them; checks the framing. RT-safe for one-segment
+  // messages (what tether's builders make). A message of several segments
+  // (another writer's, or a log recorded before blobs were one segment) is
+  // checked whole and rebuilt as one segment in a private arena (mapped on
+  // first use), so that readers of the channel never allocate for it: that
+  // path is O(message) and not RT-safe (Cap'n Proto's reader allocates a
+  // table per extra segment); kMalformed if the check fails.
   PublishResult Publish(std::span<const std::byte> framed,
                         const SendTimes* times = nullptr);
 
@@ -101,9 +108,14 @@ class RawPublisher {
   RawPublisher(ChannelHandle* channel, std::unique_ptr<shm::Publisher> p,
                EndpointHooks* hooks)
       : channel_(channel), publisher_(std::move(p)), hooks_(hooks) {}
+  // Rebuilds the multi-segment message now in `loan` as one segment there.
+  PublishResult Reframe(std::span<std::byte> loan, const FinishResult& copied,
+                        const SendTimes* times);
+
   ChannelHandle* const channel_;
   const std::unique_ptr<shm::Publisher> publisher_;
   EndpointHooks* const hooks_;
+  std::unique_ptr<BuildArena> reframe_arena_;  // made by the first Reframe
 };
 
 enum class [[nodiscard]] ReceiveStatus {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "capnp/message.h"
+#include "capnp/serialize.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/shm/shm_test_util.h"
@@ -256,6 +257,54 @@ TEST_F(EndpointsTest, MalformedBytesAreReportedAndSkipped) {
   // Raw Publish checks the framing of what it is given.
   std::vector<std::byte> junk(24, std::byte{0xff});
   EXPECT_EQ((*raw)->Publish(junk).status, PublishStatus::kMalformed);
+}
+
+// Framed bytes of several segments (another writer's, an older log's)
+// arrive as one segment, so a reader of the channel never allocates for
+// them; a multi-segment message that is not valid is refused whole.
+TEST_F(EndpointsTest, PublishRebuildsAMultiSegmentMessageAsOneSegment) {
+  auto ch = MakeChannel("/multi", kSample, 4096);
+  auto raw = RawPublisher::Create(ch.get());
+  auto sub = Subscriber<Sample>::Create(ch.get());
+  ASSERT_TRUE(raw.ok() && sub.ok());
+  // First segment of 8 words: the label and the list spill into others.
+  capnp::MallocMessageBuilder source(8, capnp::AllocationStrategy::FIXED_SIZE);
+  Sample::Builder s = source.initRoot<Sample>();
+  s.setStamp(42);
+  s.setLabel("a label long enough to need a segment of its own, and more");
+  auto values = s.initValues(20);
+  for (unsigned i = 0; i < 20; ++i) values.set(i, 0.5f * i);
+  ASSERT_GT(source.getSegmentsForOutput().size(), 1u);
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(source);
+  std::span<const std::byte> framed(
+      reinterpret_cast<const std::byte*>(words.begin()), words.size() * 8);
+  ASSERT_EQ((*raw)->Publish(framed).status, PublishStatus::kOk);
+  Message<Sample> m;
+  ASSERT_EQ((*sub)->Next(&m), ReceiveStatus::kOk);
+  uint32_t segments_minus_one = ~0u;
+  std::memcpy(&segments_minus_one, m.bytes.data(), 4);
+  EXPECT_EQ(segments_minus_one, 0u);
+  EXPECT_EQ(m.root.getStamp(), 42u);
+  EXPECT_EQ(std::string(m.root.getLabel().cStr()),
+            "a label long enough to need a segment of its own, and more");
+  ASSERT_EQ(m.root.getValues().size(), 20u);
+  EXPECT_FLOAT_EQ(m.root.getValues()[19], 9.5f);
+  (*sub)->Release();
+
+  // The same bytes with the second segment's far pointer target cut: the
+  // table says two segments but the pointers lead out of them.
+  std::vector<capnp::word> broken(words.begin(), words.end());
+  uint32_t table[4];
+  std::memcpy(table, broken.data(), sizeof(table));
+  ASSERT_GE(table[0], 1u);
+  // Garbage over every word after the table: no valid pointer is left.
+  const size_t table_words = (1 + (table[0] + 1) + 1) / 2;
+  for (size_t i = table_words; i < broken.size(); ++i) {
+    std::memset(&broken[i], 0xff, sizeof(capnp::word));
+  }
+  std::span<const std::byte> bad(
+      reinterpret_cast<const std::byte*>(broken.data()), broken.size() * 8);
+  EXPECT_EQ((*raw)->Publish(bad).status, PublishStatus::kMalformed);
 }
 
 TEST_F(EndpointsTest, ToolsDecodeAChannelWithTheSchemaItCarries) {
