@@ -241,18 +241,26 @@ kj::ArrayPtr<capnp::word> SlotMessageBuilder::allocateSegment(
   return kj::arrayPtr(static_cast<capnp::word*>(address), words);
 }
 
-std::span<std::byte> SlotMessageBuilder::InitBlob(
-    capnp::AnyStruct::Builder s, capnp::StructSchema::Field field,
-    size_t size, BlobFill fill) {
+SlotMessageBuilder::BlobField SlotMessageBuilder::ResolveBlobField(
+    capnp::StructSchema::Field field) {
   const auto proto = field.getProto();
   // A Data field of a union would need its tag set too: not a blob.
-  if (blob_count_ == kMaxBlobs || !proto.isSlot() ||
-      !field.getType().isData() || size > (size_t{1} << 29) - 1 ||
+  if (!proto.isSlot() || !field.getType().isData() ||
       proto.getDiscriminantValue() != capnp::schema::Field::NO_DISCRIMINANT) {
+    return {};
+  }
+  return {proto.getSlot().getOffset(), true};
+}
+
+std::span<std::byte> SlotMessageBuilder::InitBlob(capnp::AnyStruct::Builder s,
+                                                  BlobField field, size_t size,
+                                                  BlobFill fill) {
+  if (!field.valid || blob_count_ == kMaxBlobs ||
+      size > (size_t{1} << 29) - 1) {
     blob_misuse_ = true;
     return {};
   }
-  const uint32_t index = proto.getSlot().getOffset();
+  const uint32_t index = field.pointer_index;
   if (index >= s.getPointerSection().size()) {
     blob_misuse_ = true;
     return {};

@@ -175,28 +175,40 @@ class SlotMessageBuilder final : public capnp::MessageBuilder {
   // returns zeroed spill space of at least `minimumSize` words (mmap).
   kj::ArrayPtr<capnp::word> allocateSegment(capnp::uint minimumSize) override;
 
+  // A Data field resolved once for InitBlob(): its pointer's index in its
+  // struct, or invalid (not a Data field, or one inside a union). Resolve
+  // per field, not per message: the schema look-ups are not free.
+  struct BlobField {
+    uint32_t pointer_index = 0;
+    bool valid = false;
+  };
+  static BlobField ResolveBlobField(capnp::StructSchema::Field field);
+
   // Makes Data field `field` of struct `s` (a struct of this message) a
   // blob of `size` bytes in the slot and returns them, writable in place
   // until Finish(). The field reads as null while building (do not get or
   // init it through Cap'n Proto afterwards); Finish() points it at the
-  // blob. Empty span (and Finish() reports why) if `field` is not a Data
-  // field of `s` outside a union, there are kMaxBlobs already, or the slot
-  // has no room.
+  // blob. Empty span (and Finish() reports why: kBadBlob) if `field` is
+  // invalid (not a Data field of `s` outside a union), there are kMaxBlobs
+  // already, or (kOverflow) the slot has no room.
   // RT-safe (with kZeroed: a memset of `size`).
-  std::span<std::byte> InitBlob(capnp::AnyStruct::Builder s,
-                                capnp::StructSchema::Field field, size_t size,
+  std::span<std::byte> InitBlob(capnp::AnyStruct::Builder s, BlobField field,
+                                size_t size,
                                 BlobFill fill = BlobFill::kUninitialized);
-  // The same for a generated struct builder (S::Builder).
+  // The same for a generated struct builder (S::Builder), and for a field
+  // not resolved yet.
+  template <typename StructBuilder>
+  std::span<std::byte> InitBlob(StructBuilder s, BlobField field, size_t size,
+                                BlobFill fill = BlobFill::kUninitialized) {
+    return InitBlob(capnp::AnyStruct::Builder(kj::mv(s)), field, size, fill);
+  }
   template <typename StructBuilder>
   std::span<std::byte> InitBlob(StructBuilder s,
                                 capnp::StructSchema::Field field, size_t size,
                                 BlobFill fill = BlobFill::kUninitialized) {
-    return InitBlob(capnp::AnyStruct::Builder(kj::mv(s)), field, size, fill);
+    return InitBlob(capnp::AnyStruct::Builder(kj::mv(s)),
+                    ResolveBlobField(field), size, fill);
   }
-
-  // Records an InitBlob() misuse found by a caller (e.g. a field name that
-  // does not exist): Finish() then reports kBadBlob. RT-safe.
-  void RejectBlob() { blob_misuse_ = true; }
 
   // Writes the segment table, copies segment 0 into the slot, points blob
   // fields at their blobs and returns where the framed message starts and

@@ -38,7 +38,8 @@ enum class [[nodiscard]] PublishStatus {
   kTooLarge,  // larger than the channel's max size; nothing sent
   kNoLoan,    // no slot to build in; see shm::SendStatus::kNoLoan
   kCorrupt,   // channel memory is corrupt; nothing sent
-  kMalformed, // (raw Publish of framed bytes) not a valid framed message
+  kMalformed, // not a valid message: raw Publish of bad framed bytes, or a
+              // typed build with a bad InitBlob (last_finish() says which)
 };
 const char* ToString(PublishStatus status);
 

@@ -48,30 +48,35 @@ class Publisher;
 
 namespace internal {
 
-// The fields InitBlob(name) was last asked for, so that a send looks a
-// field up by name once, not every time (Cap'n Proto's look-up compares
-// names through the schema). Keys are copies of the names (up to
+// The fields InitBlob(name) was last asked for, resolved
+// (SlotMessageBuilder::ResolveBlobField), so that a send looks a field up
+// by name and checks its kind once, not every time (Cap'n Proto's look-up
+// compares names through the schema). Keys are copies of the names (up to
 // kMaxName bytes; longer names are looked up every time). RT-safe after the
 // first look-up of a name: a few strcmp. One thread (the publisher's).
 class BlobFieldCache {
  public:
+  using BlobField = SlotMessageBuilder::BlobField;
+
+  // Invalid when S has no field `name` (or it is not a Data field).
   template <typename S>
-  std::optional<capnp::StructSchema::Field> Find(const char* name) {
+  BlobField Find(const char* name) {
     const uint64_t type = capnp::typeId<S>();
     for (const Entry& e : entries_) {
       if (e.type == type && std::strcmp(e.name, name) == 0) return e.field;
     }
+    BlobField field;
     KJ_IF_MAYBE (f, capnp::Schema::from<S>().findFieldByName(name)) {
-      if (std::strlen(name) < kMaxName) {
-        Entry& e = entries_[next_];
-        next_ = (next_ + 1) % kEntries;
-        e.type = type;
-        std::strcpy(e.name, name);
-        e.field = *f;
-      }
-      return *f;
+      field = SlotMessageBuilder::ResolveBlobField(*f);
     }
-    return std::nullopt;
+    if (std::strlen(name) < kMaxName) {
+      Entry& e = entries_[next_];
+      next_ = (next_ + 1) % kEntries;
+      e.type = type;
+      std::strcpy(e.name, name);
+      e.field = field;
+    }
+    return field;
   }
 
  private:
@@ -80,7 +85,7 @@ class BlobFieldCache {
   struct Entry {
     uint64_t type = 0;  // no schema has id 0: an empty entry never matches
     char name[kMaxName] = {};
-    capnp::StructSchema::Field field;
+    BlobField field;
   };
   Entry entries_[kEntries];
   int next_ = 0;
@@ -114,7 +119,7 @@ class Loan {
   // afterwards. Empty span if `field` is not a Data field of S (outside a
   // union), the message
   // has SlotMessageBuilder::kMaxBlobs blobs, or they do not fit (Send() then
-  // reports kTooLarge / the error in last_finish()). RT-safe.
+  // reports kMalformed or kTooLarge; last_finish() says why). RT-safe.
   template <typename S>
   std::span<std::byte> InitBlob(typename S::Builder s, const char* field,
                                 size_t size,
@@ -172,8 +177,9 @@ class Publisher {
   }
 
   // Finishes and commits the loan's message. kTooLarge if it outgrew the
-  // slot (the build is dropped; last_error() says by how much). RT-safe for
-  // messages that fit.
+  // slot, kMalformed if an InitBlob() was given a field that is not a Data
+  // field (the build is dropped either way; last_finish().ErrorMessage()
+  // says by how much or which). RT-safe for messages that fit.
   PublishResult Send(Loan<T>&& loan, const SendTimes* times = nullptr) {
     if (loan.publisher_ != this || !builder_.has_value()) {
       return {PublishStatus::kNoLoan};
@@ -182,7 +188,10 @@ class Publisher {
     FinishResult finished = builder_->Finish();
     last_finish_ = finished;
     builder_.reset();
-    if (!finished.ok()) return {PublishStatus::kTooLarge};
+    if (finished.status == FramingStatus::kOverflow) {
+      return {PublishStatus::kTooLarge};
+    }
+    if (!finished.ok()) return {PublishStatus::kMalformed};  // kBadBlob
     return raw_->Send(finished.size, times, finished.offset);
   }
 
@@ -215,13 +224,9 @@ std::span<std::byte> Loan<T>::InitBlob(typename S::Builder s,
                                        const char* field, size_t size,
                                        BlobFill fill) {
   if (publisher_ == nullptr) return {};
-  const std::optional<capnp::StructSchema::Field> f =
-      publisher_->blob_fields_.template Find<S>(field);
-  if (!f.has_value()) {
-    publisher_->builder_->RejectBlob();  // no such field: Finish() says so
-    return {};
-  }
-  return publisher_->builder_->InitBlob(s, *f, size, fill);
+  // An unknown name resolves to an invalid field: Finish() says so.
+  return publisher_->builder_->InitBlob(
+      s, publisher_->blob_fields_.template Find<S>(field), size, fill);
 }
 
 // A received message: the root read in place and its context. Valid until

@@ -29,8 +29,9 @@ transport::FinishResult BuildEnvelope(
     transport::BuildArena* arena, std::span<std::byte> slot,
     absl::string_view channel, const EnvelopeHeader& header, size_t data_size,
     absl::FunctionRef<void(std::span<uint8_t>)> fill) {
-  static const capnp::StructSchema::Field kData =
-      capnp::Schema::from<RosEnvelope>().getFieldByName("data");
+  static const transport::SlotMessageBuilder::BlobField kData =
+      transport::SlotMessageBuilder::ResolveBlobField(
+          capnp::Schema::from<RosEnvelope>().getFieldByName("data"));
   transport::SlotMessageBuilder builder(
       arena, slot, std::string_view(channel.data(), channel.size()));
   RosEnvelope::Builder e = builder.initRoot<RosEnvelope>();

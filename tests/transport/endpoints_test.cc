@@ -134,6 +134,35 @@ TEST_F(EndpointsTest, NestedListsTextAndAOneMebibyteBlobRoundTrip) {
             m.bytes.data() + m.bytes.size());
 }
 
+// Loan::InitBlob by name: the field is resolved once per publisher and
+// reused; a name that is not a Data field fails the send as kMalformed
+// (kBadBlob in last_finish()), every time, not only the first.
+TEST_F(EndpointsTest, InitBlobByNameResolvesOnceAndRefusesWhatIsNotADataField) {
+  auto ch = MakeChannel("/named", kSample, 8192, 4);
+  auto pub = Publisher<Sample>::Create(ch.get());
+  auto sub = Subscriber<Sample>::Create(ch.get());
+  ASSERT_TRUE(pub.ok() && sub.ok());
+  for (uint8_t round = 1; round <= 3; ++round) {  // the cached path too
+    Loan<Sample> loan = (*pub)->MakeLoan();
+    std::span<std::byte> b = loan.InitBlob("blob", 100);
+    ASSERT_EQ(b.size(), 100u);
+    std::memset(b.data(), round, b.size());
+    ASSERT_EQ((*pub)->Send(std::move(loan)).status, PublishStatus::kOk);
+    Message<Sample> m;
+    ASSERT_EQ((*sub)->Next(&m), ReceiveStatus::kOk);
+    ASSERT_EQ(m.root.getBlob().size(), 100u);
+    EXPECT_EQ(m.root.getBlob()[99], round);
+    (*sub)->Release();
+  }
+  for (const char* bad : {"label", "no_such_field", "label"}) {
+    Loan<Sample> loan = (*pub)->MakeLoan();
+    EXPECT_TRUE(loan.InitBlob(bad, 10).empty()) << bad;
+    EXPECT_EQ((*pub)->Send(std::move(loan)).status, PublishStatus::kMalformed)
+        << bad;
+    EXPECT_EQ((*pub)->last_finish().status, FramingStatus::kBadBlob) << bad;
+  }
+}
+
 TEST_F(EndpointsTest, AMessageThatOutgrowsTheSlotIsAnErrorNamingTheChannel) {
   auto ch = MakeChannel("/small", kSample, 128);
   auto pub = Publisher<Sample>::Create(ch.get());
