@@ -51,7 +51,9 @@ uint64_t DamageOffset(int index);
 // mappings (the handler counts them) and findings that made a channel
 // handle corrupt (Channel::ReportCorruption counts them). Code that scans
 // channels for corruption looks again only when it moved. RT-safe and
-// async-signal-safe (one atomic).
+// async-signal-safe (one atomic). Process-wide, against the project's rule
+// of no globals, for the reason the guard table is: the SIGBUS handler,
+// which has no object to reach, must be able to move it.
 uint64_t CorruptionEvents();
 void CountCorruptionEvent();
 

@@ -4,8 +4,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -42,16 +45,21 @@ bool WriteAll(int fd, const void* data, size_t size) {
 
 enum class ReadResult { kOk, kEof, kError, kTimeout };
 
-// Exactly `size` bytes; kEof if the stream ends before the first byte and
-// kError if it ends in the middle. A negative timeout waits for ever.
-ReadResult ReadAll(int fd, void* data, size_t size,
-                   std::chrono::milliseconds timeout) {
+using Deadline = std::optional<std::chrono::steady_clock::time_point>;
+
+// Exactly `size` bytes by `deadline` (none: wait for ever); kEof if the
+// stream ends before the first byte and kError if it ends in the middle.
+ReadResult ReadAll(int fd, void* data, size_t size, Deadline deadline) {
   char* p = static_cast<char*>(data);
   size_t got = 0;
   while (got < size) {
-    if (timeout.count() >= 0) {
+    if (deadline.has_value()) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+          *deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return ReadResult::kTimeout;
       pollfd pfd{.fd = fd, .events = POLLIN, .revents = 0};
-      const int r = ::poll(&pfd, 1, static_cast<int>(timeout.count()));
+      const int r = ::poll(
+          &pfd, 1, static_cast<int>(std::min<int64_t>(left.count(), INT_MAX)));
       if (r < 0 && errno == EINTR) continue;
       if (r < 0) return ReadResult::kError;
       if (r == 0) return ReadResult::kTimeout;
@@ -128,8 +136,11 @@ absl::StatusOr<std::string> ReadDecodeReply(
         r == ReadResult::kEof ? "the decoder closed its end (it exited)"
                               : "the decoder's reply was cut short");
   };
+  // One deadline for the whole reply: a decoder that dribbles bytes does
+  // not get `timeout` per byte.
+  const Deadline deadline = std::chrono::steady_clock::now() + timeout;
   unsigned char head[5];
-  if (ReadResult r = ReadAll(fd, head, sizeof(head), timeout);
+  if (ReadResult r = ReadAll(fd, head, sizeof(head), deadline);
       r != ReadResult::kOk) {
     return failed(r);
   }
@@ -140,7 +151,7 @@ absl::StatusOr<std::string> ReadDecodeReply(
         " bytes)"));
   }
   std::string text(size, '\0');
-  if (ReadResult r = ReadAll(fd, text.data(), size, timeout);
+  if (ReadResult r = ReadAll(fd, text.data(), size, deadline);
       r != ReadResult::kOk) {
     return failed(r == ReadResult::kEof ? ReadResult::kError : r);
   }
@@ -152,7 +163,7 @@ absl::Status ServeDecodeRequests(
     int in_fd, int out_fd,
     absl::FunctionRef<absl::StatusOr<std::string>(std::span<const std::byte>)>
         decode) {
-  constexpr std::chrono::milliseconds kForever{-1};
+  constexpr Deadline kForever = std::nullopt;
   std::vector<uint64_t> buffer;  // 8-byte aligned, as Cap'n Proto reads it
   while (true) {
     unsigned char head[8];

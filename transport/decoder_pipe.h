@@ -42,9 +42,9 @@ absl::Status WriteDecodeRequest(int fd, std::span<const std::byte> framed);
 // Client side. Reads the reply to the last request: the JSON line, or
 // InvalidArgument with the decoder's reason (a bad message: the exchange
 // goes on). Unavailable if the peer closed the socket or sent a malformed
-// reply, DeadlineExceeded if it sent nothing for `timeout` (after either,
-// the exchange is over: the caller stops the peer). Blocks up to `timeout`
-// per read.
+// reply, DeadlineExceeded if the whole reply did not arrive within
+// `timeout` (after either, the exchange is over: the caller stops the
+// peer). Blocks up to `timeout` in all.
 absl::StatusOr<std::string> ReadDecodeReply(int fd,
                                             std::chrono::milliseconds timeout);
 

@@ -93,6 +93,23 @@ TEST(DecoderPipe, ADecoderThatStopsReadingTimesOutTheWriteWithSendTimeout) {
       << st;
 }
 
+TEST(DecoderPipe, ADecoderThatDribblesItsReplyTimesOutInAll) {
+  SocketPair s;
+  // A reply head announcing 100 bytes, then one byte every 10 ms: each read
+  // is in time, the whole reply (1 s) is not.
+  std::thread dribbler([&] {
+    const unsigned char head[5] = {0, 100, 0, 0, 0};  // JSON, 100 bytes
+    (void)!::send(s.fd[1], head, sizeof(head), MSG_NOSIGNAL);
+    for (int i = 0; i < 100; ++i) {
+      std::this_thread::sleep_for(10ms);
+      if (::send(s.fd[1], "x", 1, MSG_NOSIGNAL) != 1) return;
+    }
+  });
+  absl::StatusOr<std::string> r = ReadDecodeReply(s.fd[0], 300ms);
+  EXPECT_TRUE(absl::IsDeadlineExceeded(r.status())) << r.status();
+  dribbler.join();
+}
+
 TEST(DecoderPipe, MalformedOrCutRepliesAreUnavailable) {
   {
     SocketPair s;
