@@ -99,7 +99,7 @@ void FutexWaitvPort::Unwatch(uint64_t cookie) {
 
 bool FutexWaitvPort::Block(std::optional<MonotonicTime> deadline) {
   unsigned n = 0;
-  for (size_t i = 0; i < slots_.size(); ++i) {
+  for (size_t i = 0; i < live_end(); ++i) {
     const internal::WatchSlot& s = slots_[i];
     if (s.kind != internal::WatchSlot::Kind::kWord) continue;
     waiters_[n] = futex_waitv{
@@ -153,7 +153,7 @@ WaitResult FutexWaitvPort::Wait(std::optional<MonotonicTime> deadline,
     timed_out = !Block(deadline);
   });
   if (blocked) {
-    for (size_t i = 0; i < slots_.size(); ++i) {
+    for (size_t i = 0; i < live_end(); ++i) {
       const internal::WatchSlot& s = slots_[i];
       if (s.kind == internal::WatchSlot::Kind::kWord &&
           s.word->load(std::memory_order_acquire) != s.observed) {

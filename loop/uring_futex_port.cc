@@ -208,7 +208,7 @@ io_uring_sqe* UringFutexPort::Sqe() {
 }
 
 void UringFutexPort::ArmAll() {
-  for (size_t i = 0; i < slots_.size(); ++i) {
+  for (size_t i = 0; i < live_end(); ++i) {
     internal::WatchSlot& s = slots_[i];
     if (s.armed) continue;
     const uint32_t slot = static_cast<uint32_t>(i);
@@ -261,7 +261,7 @@ bool UringFutexPort::BlockHard(std::optional<MonotonicTime> deadline) {
   pollfd_slots_.push_back(-1);
   pollfds_.push_back(pollfd{wake_fd_, POLLIN, 0});
   pollfd_slots_.push_back(-1);
-  for (size_t i = 0; i < slots_.size(); ++i) {
+  for (size_t i = 0; i < live_end(); ++i) {
     if (slots_[i].kind == internal::WatchSlot::Kind::kFd) {
       pollfds_.push_back(pollfd{slots_[i].fd, POLLIN, 0});
       pollfd_slots_.push_back(static_cast<int>(i));

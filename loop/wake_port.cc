@@ -3,6 +3,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -109,6 +110,7 @@ absl::Status PortBase::AddSlot(WatchSlot::Kind kind, uint64_t cookie,
   s.armed = false;
   ++s.generation;
   if (kind == WatchSlot::Kind::kWord) ++word_count_;
+  live_end_ = std::max(live_end_, static_cast<size_t>(free_slot) + 1);
   *index = free_slot;
   return absl::OkStatus();
 }
@@ -132,6 +134,9 @@ void PortBase::FreeSlot(int index) {
   s.fd = -1;
   s.armed = false;
   ++s.generation;
+  while (live_end_ > 0 && slots_[live_end_ - 1].kind == WatchSlot::Kind::kFree) {
+    --live_end_;
+  }
 }
 
 bool PortBase::Spin(absl::FunctionRef<void(uint64_t)> on_ready,
@@ -145,7 +150,8 @@ bool PortBase::Spin(absl::FunctionRef<void(uint64_t)> on_ready,
       return true;
     }
     bool changed = false;
-    for (WatchSlot& s : slots_) {
+    for (size_t i = 0; i < live_end_; ++i) {
+      const WatchSlot& s = slots_[i];
       if (s.kind == WatchSlot::Kind::kWord &&
           s.word->load(std::memory_order_acquire) != s.observed) {
         changed = true;
@@ -154,7 +160,7 @@ bool PortBase::Spin(absl::FunctionRef<void(uint64_t)> on_ready,
     }
     if (changed) {
       // Report every word that moved; the loop drains them next.
-      for (size_t i = 0; i < slots_.size(); ++i) {
+      for (size_t i = 0; i < live_end_; ++i) {
         WatchSlot& s = slots_[i];
         if (s.kind != WatchSlot::Kind::kWord) continue;
         const uint32_t v = s.word->load(std::memory_order_acquire);
@@ -173,7 +179,8 @@ bool PortBase::Spin(absl::FunctionRef<void(uint64_t)> on_ready,
 }
 
 void PortBase::LoadObserved() {
-  for (WatchSlot& s : slots_) {
+  for (size_t i = 0; i < live_end_; ++i) {
+    WatchSlot& s = slots_[i];
     if (s.kind == WatchSlot::Kind::kWord) {
       s.observed = s.word->load(std::memory_order_seq_cst);
     }

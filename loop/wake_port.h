@@ -243,6 +243,11 @@ class PortBase : public WakePort {
   // Marks slot `index` free (its generation moves on).
   void FreeSlot(int index);
   int word_count() const { return word_count_; }
+  // One past the highest slot in use: every per-wait scan of the watch table
+  // (arming, loading, spinning) stops here, so a sleep costs the watches a
+  // loop has, not max_watches. AddSlot takes the lowest free slot, so the
+  // in-use slots stay packed at the front. RT-safe.
+  size_t live_end() const { return live_end_; }
 
   // Step 1. Spins until a watched word differs from its observed value or a
   // wake is requested, at most options_.spin. Reports changed words through
@@ -281,6 +286,7 @@ class PortBase : public WakePort {
 
  private:
   pid_t owner_tid_ = 0;
+  size_t live_end_ = 0;  // see live_end()
 };
 
 // Relative timeout from now to `deadline` (zero when passed). RT-safe.

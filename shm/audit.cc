@@ -134,8 +134,7 @@ std::string FindProblem(const Snapshot& snap, const QueueParams& p) {
 
 }  // namespace
 
-bool Channel::corrupt() const {
-  if (corrupt_state_.load(std::memory_order_acquire) != 0) return true;
+bool Channel::MappingDamaged() const {
   if (internal::MappingDamaged(guard_)) {
     ReportCorruption(
         "the channel file was truncated (or shrank) under this process: the "

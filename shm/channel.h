@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "shm/mapping_guard.h"
 #include "shm/owner.h"
 #include "shm/queue_params.h"
 
@@ -209,8 +210,13 @@ class Channel {
   // away) or the file was truncated under this process (mapping_guard.h).
   // From then on Send reports kCorrupt, Next/Latest report kCorrupt and
   // HasNext is true (so a waiting loop looks, sees kCorrupt and stops).
-  // Any thread; RT-safe.
-  bool corrupt() const;
+  // Any thread; RT-safe. Inline: every send and receive asks, and in a
+  // process where nothing was ever damaged or found corrupt it is two loads.
+  bool corrupt() const {
+    if (corrupt_state_.load(std::memory_order_acquire) != 0) return true;
+    if (internal::CorruptionEvents() == 0) return false;
+    return MappingDamaged();
+  }
   // The first finding: what was wrong and where, e.g. "ring entry 5 (queue
   // index 4101) has tag 12, which fits no queue index there". Empty while
   // not corrupt. Any thread; valid while the Channel lives.
@@ -343,6 +349,9 @@ class Channel {
   // mapping_guard.h entries of the two mappings (-1: unguarded).
   int guard_ = -1;
   int state_guard_ = -1;
+  // corrupt()'s slow path: reports (once) and returns true when a SIGBUS
+  // repaired either mapping.
+  bool MappingDamaged() const;
   // Corruption, sticky: 0 clean, 1 being recorded, 2 recorded.
   mutable std::atomic<int> corrupt_state_{0};
   mutable char corruption_[240] = {};

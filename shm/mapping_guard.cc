@@ -112,19 +112,6 @@ void UnregisterMapping(int index) {
   g.base.store(0, std::memory_order_release);
 }
 
-namespace {
-std::atomic<uint64_t> g_corruption_events{0};
-static_assert(std::atomic<uint64_t>::is_always_lock_free);
-}  // namespace
-
-uint64_t CorruptionEvents() {
-  return g_corruption_events.load(std::memory_order_acquire);
-}
-
-void CountCorruptionEvent() {
-  g_corruption_events.fetch_add(1, std::memory_order_acq_rel);
-}
-
 bool MappingDamaged(int index) {
   if (index < 0 || index >= kMaxGuardedMappings) return false;
   return g_guards[index].damaged.load(std::memory_order_acquire);

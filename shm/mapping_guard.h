@@ -26,6 +26,7 @@
 #ifndef TETHER_SHM_MAPPING_GUARD_H_
 #define TETHER_SHM_MAPPING_GUARD_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -54,8 +55,18 @@ uint64_t DamageOffset(int index);
 // async-signal-safe (one atomic). Process-wide, against the project's rule
 // of no globals, for the reason the guard table is: the SIGBUS handler,
 // which has no object to reach, must be able to move it.
-uint64_t CorruptionEvents();
-void CountCorruptionEvent();
+// Inline, because Channel::corrupt() reads it on every send and receive: a
+// process in which nothing was ever damaged pays one load for the guard.
+inline std::atomic<uint64_t> g_corruption_events{0};
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+inline uint64_t CorruptionEvents() {
+  return g_corruption_events.load(std::memory_order_acquire);
+}
+// The SIGBUS handler calls this after it marked the mapping damaged, so a
+// reader that sees the count still at zero may skip MappingDamaged().
+inline void CountCorruptionEvent() {
+  g_corruption_events.fetch_add(1, std::memory_order_acq_rel);
+}
 
 }  // namespace tether::shm::internal
 
