@@ -399,13 +399,16 @@ void Describe(const kj::Exception& e, std::string* why) {
   if (why != nullptr) *why = e.getDescription().cStr();
 }
 
-FramingStatus CheckWholeMessage(SlotMessageReader& reader, std::string* why) {
+FramingStatus CheckWholeMessage(SlotMessageReader& reader, std::string* why,
+                                capnp::AnyPointer::Reader* root) {
   if (!reader.ok()) {
     if (why != nullptr) *why = FramingStatusName(reader.status());
     return reader.status();
   }
   try {
-    (void)reader.getRoot<capnp::AnyPointer>().targetSize();
+    const capnp::AnyPointer::Reader r = reader.getRoot<capnp::AnyPointer>();
+    (void)r.targetSize();
+    if (root != nullptr) *root = r;
   } catch (const kj::Exception& e) {
     Describe(e, why);
     return FramingStatus::kMalformed;

@@ -317,7 +317,10 @@ namespace internal {
 // Walks the whole message once (every pointer bounds-checked, nesting and
 // traversal limits applied) and catches Cap'n Proto's exception. `why`, if
 // given, receives its description (allocates only then).
-FramingStatus CheckWholeMessage(SlotMessageReader& reader, std::string* why);
+// `root`, if given, receives the checked root (valid while `reader` lives),
+// so that a caller reads it without a second root look-up.
+FramingStatus CheckWholeMessage(SlotMessageReader& reader, std::string* why,
+                                capnp::AnyPointer::Reader* root = nullptr);
 void Describe(const kj::Exception& e, std::string* why);
 }  // namespace internal
 
@@ -330,10 +333,11 @@ template <typename T>
 RootResult<T> CheckedRoot(SlotMessageReader& reader,
                           std::string* why = nullptr) {
   RootResult<T> result;
-  result.status = internal::CheckWholeMessage(reader, why);
+  capnp::AnyPointer::Reader root;
+  result.status = internal::CheckWholeMessage(reader, why, &root);
   if (!result.ok()) return result;
   try {
-    result.root = reader.getRoot<T>();
+    result.root = root.getAs<T>();
   } catch (const kj::Exception& e) {
     internal::Describe(e, why);
     result.status = FramingStatus::kMalformed;
