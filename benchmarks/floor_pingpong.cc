@@ -9,6 +9,14 @@
 //                     fanout one word wakes every subscriber (FUTEX_WAKE
 //                     all) and each replies on its own word. The floor of a
 //                     blocking wake.
+//   --variant=uring   the futex floor with the receivers sleeping as tether's
+//                     default backend does: a one-shot IORING_OP_FUTEX_WAIT
+//                     on the word, armed in the receiver's own ring (the
+//                     ring flags tether uses, SINGLE_ISSUER|DEFER_TASKRUN,
+//                     where the kernel has them, and a registered ring fd)
+//                     and waited for in io_uring_enter, re-armed after each
+//                     completion. What the kernel's io_uring wake path costs
+//                     by itself, with none of tether's work.
 //   --variant=spin    the same with receivers busy-polling the word (no
 //                     syscall): the floor of any handoff. Only meaningful
 //                     with the two sides on different CPUs.
@@ -21,6 +29,7 @@
 // kind of memory (4 KiB tmpfs pages, or huge pages on a tmpfs mounted with
 // huge=within_size); without it, anonymous shared memory.
 #include <fcntl.h>
+#include <liburing.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -35,6 +44,7 @@
 #include "absl/strings/str_cat.h"
 #include "benchmarks/harness/protocol.h"
 #include "benchmarks/harness/supervisor.h"
+#include "loop/uring_futex.h"
 #include "shm/futex.h"
 
 namespace tether::bench {
@@ -100,29 +110,95 @@ class Mailboxes {
 
 inline void CpuRelax() { __builtin_ia32_pause(); }
 
+enum class Sleep { kFutex, kSpin, kUring };
+
+// A receiver's io_uring ring for Sleep::kUring (one per process, made after
+// the fork: a ring is not shared with a child).
+class UringSleeper {
+ public:
+  ~UringSleeper() {
+    if (ready_) io_uring_queue_exit(&ring_);
+  }
+  absl::Status Init() {
+    io_uring_params params{};
+    params.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
+    int rc = io_uring_queue_init_params(8, &ring_, &params);
+    if (rc == -EINVAL) {  // a kernel without those flags
+      params = io_uring_params{};
+      rc = io_uring_queue_init_params(8, &ring_, &params);
+    }
+    if (rc < 0) {
+      return absl::UnavailableError(absl::StrCat(
+          "io_uring_setup failed: ", std::strerror(-rc),
+          " (io_uring absent, disabled or refused here)"));
+    }
+    ready_ = true;
+    // As tether's ring does: io_uring_enter then skips the fd look-up.
+    (void)io_uring_register_ring_fd(&ring_);
+    return absl::OkStatus();
+  }
+  // One sleep: arm a futex wait for `word` == `expected` and wait for its
+  // completion (at once with -EAGAIN when the word already moved).
+  absl::Status Wait(const std::atomic<uint32_t>* word, uint32_t expected) {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    loop::PrepFutexWait(sqe, word, expected);
+    const int rc = io_uring_submit_and_wait(&ring_, 1);
+    if (rc < 0 && rc != -EINTR) {
+      return absl::InternalError(
+          absl::StrCat("io_uring_enter: ", std::strerror(-rc)));
+    }
+    io_uring_cqe* cqe = nullptr;
+    while (io_uring_peek_cqe(&ring_, &cqe) == 0) {
+      const int res = cqe->res;
+      io_uring_cqe_seen(&ring_, cqe);
+      if (res < 0 && res != -EAGAIN && res != -EINTR) {
+        return absl::UnavailableError(absl::StrCat(
+            "IORING_OP_FUTEX_WAIT failed: ", std::strerror(-res),
+            " (a kernel without io_uring futex ops)"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  io_uring ring_{};
+  bool ready_ = false;
+};
+
 // Waits until `box->word` differs from *seen; updates *seen.
-void Await(Mailbox* box, uint32_t* seen, bool spin) {
+absl::Status Await(Mailbox* box, uint32_t* seen, Sleep sleep,
+                   UringSleeper* ring) {
   for (;;) {
     const uint32_t v = box->word.load(std::memory_order_acquire);
     if (v != *seen) {
       *seen = v;
-      return;
+      return absl::OkStatus();
     }
-    if (spin) {
-      CpuRelax();
-    } else {
-      (void)shm::FutexWait(&box->word, v, nullptr);
+    switch (sleep) {
+      case Sleep::kSpin:
+        CpuRelax();
+        break;
+      case Sleep::kFutex:
+        (void)shm::FutexWait(&box->word, v, nullptr);
+        break;
+      case Sleep::kUring:
+        if (absl::Status s = ring->Wait(&box->word, v); !s.ok()) return s;
+        break;
     }
   }
 }
 
-void Post(Mailbox* box, bool spin) {
+void Post(Mailbox* box, Sleep sleep) {
   box->word.fetch_add(1, std::memory_order_release);
-  if (!spin) (void)shm::FutexWake(&box->word, INT_MAX);
+  if (sleep != Sleep::kSpin) (void)shm::FutexWake(&box->word, INT_MAX);
 }
 
 absl::Status Ping(const Session& s, Board* board, Mailboxes* boxes,
-                  bool spin) {
+                  Sleep sleep) {
+  UringSleeper ring;
+  if (sleep == Sleep::kUring) {
+    if (absl::Status st = ring.Init(); !st.ok()) return st;
+  }
   PingDriver driver(s, board);
   std::vector<uint32_t> seen(s.pongs);
   for (int i = 0; i < s.pongs; ++i) {
@@ -137,11 +213,14 @@ absl::Status Ping(const Session& s, Board* board, Mailboxes* boxes,
     Mailbox* box = boxes->ping();
     driver.Write(absl::Span<std::byte>(box->data(), o.size), o);
     driver.BeforeSend();
-    Post(box, spin);
+    Post(box, sleep);
     driver.AfterSend();
     if (o.kind == PingDriver::Kind::kTerminate) return absl::OkStatus();
     for (int i = 0; i < s.pongs; ++i) {
-      Await(boxes->reply(i), &seen[i], spin);
+      if (absl::Status st = Await(boxes->reply(i), &seen[i], sleep, &ring);
+          !st.ok()) {
+        return st;
+      }
       (void)driver.Reply(i, ReadHeader(absl::Span<const std::byte>(
                                 boxes->reply(i)->data(), sizeof(Header))));
     }
@@ -149,19 +228,26 @@ absl::Status Ping(const Session& s, Board* board, Mailboxes* boxes,
 }
 
 absl::Status Pong(const Session& s, Board* board, int index, Mailboxes* boxes,
-                  bool spin) {
+                  Sleep sleep) {
+  UringSleeper ring;
+  if (sleep == Sleep::kUring) {
+    if (absl::Status st = ring.Init(); !st.ok()) return st;
+  }
   PongDriver driver(s, board, index);
   uint32_t seen = boxes->ping()->word.load(std::memory_order_acquire);
   MarkPongReady(board);
   for (;;) {
-    Await(boxes->ping(), &seen, spin);
+    if (absl::Status st = Await(boxes->ping(), &seen, sleep, &ring);
+        !st.ok()) {
+      return st;
+    }
     const PongDriver::Action a = driver.OnMessage(
         absl::Span<const std::byte>(boxes->ping()->data(), sizeof(Header)));
     if (a.kind == PongDriver::Kind::kExit) return absl::OkStatus();
     if (a.kind != PongDriver::Kind::kReply) continue;
     Mailbox* box = boxes->reply(index);
     driver.Write(absl::Span<std::byte>(box->data(), a.size), a);
-    Post(box, spin);
+    Post(box, sleep);
   }
 }
 
@@ -208,14 +294,16 @@ int main(int argc, char** argv) {
       };
       return roles;
     }
-    if (variant != "futex" && variant != "spin") {
+    if (variant != "futex" && variant != "spin" && variant != "uring") {
       roles.prepare = [variant] {
         return absl::InvalidArgumentError(absl::StrCat(
-            "--variant=", variant, ": use futex, spin or memcpy"));
+            "--variant=", variant, ": use futex, uring, spin or memcpy"));
       };
       return roles;
     }
-    const bool spin = variant == "spin";
+    const Sleep sleep = variant == "spin"    ? Sleep::kSpin
+                        : variant == "uring" ? Sleep::kUring
+                                             : Sleep::kFutex;
     roles.prepare = [&s, &boxes] {
       if (s.test == Test::kThroughput) {
         return absl::InvalidArgumentError(
@@ -223,13 +311,16 @@ int main(int argc, char** argv) {
       }
       return boxes->Map(s.pongs, s.max_payload(), s.shm_root);
     };
-    roles.ping = [&s, &boxes, spin](Board* b) {
-      b->SetInfo(spin ? "receivers busy-poll a shared word"
-                      : "FUTEX_WAIT / FUTEX_WAKE on a shared word");
-      return Ping(s, b, boxes.get(), spin);
+    roles.ping = [&s, &boxes, sleep](Board* b) {
+      b->SetInfo(sleep == Sleep::kSpin ? "receivers busy-poll a shared word"
+                 : sleep == Sleep::kUring
+                     ? "one-shot IORING_OP_FUTEX_WAIT in the receiver's ring, "
+                       "FUTEX_WAKE by the sender"
+                     : "FUTEX_WAIT / FUTEX_WAKE on a shared word");
+      return Ping(s, b, boxes.get(), sleep);
     };
-    roles.pong = [&s, &boxes, spin](Board* b, int i) {
-      return Pong(s, b, i, boxes.get(), spin);
+    roles.pong = [&s, &boxes, sleep](Board* b, int i) {
+      return Pong(s, b, i, boxes.get(), sleep);
     };
     return roles;
   });

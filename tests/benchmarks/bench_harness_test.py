@@ -81,6 +81,8 @@ class BenchHarnessTest(unittest.TestCase):
         ncpu = os.cpu_count()
         placements = ["1cpu", "2cpu"] if ncpu >= 2 else ["1cpu"]
         systems = ["floor/futex", "floor/memcpy"]
+        if "uring_futex" in backends:  # the io_uring floor runs where it can
+            systems.append("floor/uring")
         for b in backends:
             systems += [f"tether/{b}", f"tether/{b}+spin"]
         for pl in placements:
