@@ -460,26 +460,9 @@ internal::SleeperEntry* Channel::sleeper_entry(uint32_t i) const {
                                          uint64_t{i} * sizeof(SleeperEntry));
 }
 
-std::atomic<uint64_t>* Channel::ring_entry(uint64_t queue_index) const {
-  return reinterpret_cast<std::atomic<uint64_t>*>(base_ + ring_offset_) +
-         (queue_index & ring_mask_);
-}
-
-internal::SlotHeader* Channel::slot_header(uint64_t slot) const {
-  return reinterpret_cast<SlotHeader*>(base_ + slot_headers_offset_ +
-                                       slot * sizeof(SlotHeader));
-}
-
-std::atomic<uint64_t>* Channel::pin_word(uint64_t slot) const {
-  return reinterpret_cast<std::atomic<uint64_t>*>(state_base_ + pins_offset_) +
-         slot;
-}
-
-std::byte* Channel::payload(uint64_t slot) const {
-  return base_ + payloads_offset_ + slot * payload_stride_;
-}
-
 std::atomic<uint32_t>* Channel::wake_word() const {
+  static_assert(sizeof(SlotHeader) == kSlotHeaderBytes,
+                "Channel::slot_header's stride");
   return &header_->wake_word;
 }
 

@@ -289,11 +289,28 @@ class Channel {
   internal::PublisherEntry* publisher_entry(uint32_t i) const;
   internal::ReaderEntry* reader_entry(uint32_t i) const;
   internal::SleeperEntry* sleeper_entry(uint32_t i) const;
-  std::atomic<uint64_t>* ring_entry(uint64_t queue_index) const;
-  internal::SlotHeader* slot_header(uint64_t slot) const;
+  // Inline (every send and receive takes several): plain address arithmetic
+  // on offsets validated when the channel was mapped; callers bound `slot`.
+  std::atomic<uint64_t>* ring_entry(uint64_t queue_index) const {
+    return reinterpret_cast<std::atomic<uint64_t>*>(base_ + ring_offset_) +
+           (queue_index & ring_mask_);
+  }
+  internal::SlotHeader* slot_header(uint64_t slot) const {
+    return reinterpret_cast<internal::SlotHeader*>(
+        base_ + slot_headers_offset_ + slot * kSlotHeaderBytes);
+  }
   // Slot `slot`'s pin word in the reader-state file (bit k: reader k).
-  std::atomic<uint64_t>* pin_word(uint64_t slot) const;
-  std::byte* payload(uint64_t slot) const;
+  std::atomic<uint64_t>* pin_word(uint64_t slot) const {
+    return reinterpret_cast<std::atomic<uint64_t>*>(state_base_ +
+                                                    pins_offset_) +
+           slot;
+  }
+  std::byte* payload(uint64_t slot) const {
+    return base_ + payloads_offset_ + slot * payload_stride_;
+  }
+  // sizeof(internal::SlotHeader), which this header only declares (checked
+  // in channel.cc).
+  static constexpr uint64_t kSlotHeaderBytes = 64;
   // This process's owner token (recomputed after fork). Setup only: may
   // read /proc.
   OwnerToken self_token();
