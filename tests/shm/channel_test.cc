@@ -7,12 +7,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shm/mounts.h"
 #include "shm/publisher.h"
 #include "shm/reader.h"
 #include "tests/shm/shm_test_util.h"
@@ -28,6 +31,33 @@ QueueParams SmallParams() { return {.slot_size = 128, .queue_depth = 8,
 
 std::span<const std::byte> Bytes(const char* s) {
   return {reinterpret_cast<const std::byte*>(s), std::strlen(s)};
+}
+
+// A full filesystem's error names the mount to grow: a tmpfs gets the
+// remount (and, for /dev/shm, Docker's flag); any other filesystem is told
+// that channels belong on a tmpfs.
+TEST(NoSpaceError, NamesTheMountToGrowAndWhatKindItIs) {
+  const absl::Status shm =
+      NoSpaceError("channel /robot/imu needs", "/dev/shm", 3u << 20);
+  EXPECT_TRUE(absl::IsResourceExhausted(shm)) << shm;
+  EXPECT_THAT(shm.message(), HasSubstr("channel /robot/imu needs 3.0 MiB"));
+  std::optional<MountFacts> dev_shm = MountOf("/dev/shm");
+  ASSERT_TRUE(dev_shm.has_value());
+  if (dev_shm->fstype == "tmpfs" && dev_shm->point == "/dev/shm") {
+    EXPECT_THAT(shm.message(), HasSubstr("mount -o remount,size=2G /dev/shm"));
+    EXPECT_THAT(shm.message(), HasSubstr("docker run --shm-size=2g"));
+  }
+  // The test's own folder: on this machine's disk, not a tmpfs.
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  ASSERT_NE(tmp, nullptr);
+  std::optional<MountFacts> disk = MountOf(tmp);
+  ASSERT_TRUE(disk.has_value());
+  if (disk->fstype == "tmpfs") GTEST_SKIP() << tmp << " is on a tmpfs here";
+  const absl::Status other = NoSpaceError("channel /x needs", tmp, 4096);
+  EXPECT_THAT(other.message(),
+              HasSubstr("free space on " + disk->point + " (" + disk->fstype +
+                        "); channels belong on a tmpfs such as /dev/shm"));
+  EXPECT_THAT(other.message(), ::testing::Not(HasSubstr("docker")));
 }
 
 TEST(Channel, CreatesThenOpensWithTheSameParamsAndMetadata) {

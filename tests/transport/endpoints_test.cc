@@ -336,6 +336,54 @@ TEST_F(EndpointsTest, PublishRebuildsAMultiSegmentMessageAsOneSegment) {
   EXPECT_EQ((*raw)->Publish(bad).status, PublishStatus::kMalformed);
 }
 
+// A multi-segment message whose two pointers share one target (legal on
+// the wire; a copy writes the target twice) fits the slot as given but not
+// once rebuilt as one segment: refused as too large, nothing is sent, and
+// the channel goes on.
+TEST_F(EndpointsTest, PublishRefusesAMultiSegmentMessageThatOutgrowsTheSlot) {
+  auto ch = MakeChannel("/shared_target", kSample, 4096);
+  auto raw = RawPublisher::Create(ch.get());
+  auto sub = Subscriber<Sample>::Create(ch.get());
+  ASSERT_TRUE(raw.ok() && sub.ok());
+  constexpr uint64_t kBytes = 2500;
+  constexpr uint64_t kDataWords = (kBytes + 7) / 8;
+  // Segment 0: the root pointer and a struct of two far pointers, both to
+  // the same landing pad; segment 1: the pad (a byte list) and its bytes.
+  const uint64_t root = uint64_t{2} << 48;              // struct, 0 data, 2 ptrs
+  const uint64_t far = 2 | (uint64_t{1} << 32);         // segment 1, word 0
+  const uint64_t pad = 1 | (uint64_t{2} << 32) | (kBytes << 35);  // bytes
+  std::vector<uint64_t> words;
+  words.push_back(1 | (uint64_t{3} << 32));             // 2 segments; seg 0: 3
+  words.push_back(1 + kDataWords);                      // seg 1; padding
+  words.insert(words.end(), {root, far, far, pad});
+  words.resize(words.size() + kDataWords, 0x4242424242424242);
+  std::span<const std::byte> framed(
+      reinterpret_cast<const std::byte*>(words.data()), words.size() * 8);
+  ASSERT_LE(framed.size(), 4096u);
+  EXPECT_EQ((*raw)->Publish(framed).status, PublishStatus::kTooLarge);
+  Message<Sample> m;
+  EXPECT_EQ((*sub)->Next(&m), ReceiveStatus::kNothingNew);
+
+  // The same shape with half the bytes fits rebuilt, and reads back whole.
+  constexpr uint64_t kSmall = 1000;
+  std::vector<uint64_t> small = {1 | (uint64_t{3} << 32), 1 + (kSmall + 7) / 8,
+                                 root, far, far,
+                                 1 | (uint64_t{2} << 32) | (kSmall << 35)};
+  small.resize(small.size() + (kSmall + 7) / 8, 0);  // a Text of NULs
+  ASSERT_EQ((*raw)
+                ->Publish(std::span<const std::byte>(
+                    reinterpret_cast<const std::byte*>(small.data()),
+                    small.size() * 8))
+                .status,
+            PublishStatus::kOk);
+  ASSERT_EQ((*sub)->Next(&m), ReceiveStatus::kOk);
+  uint32_t segments_minus_one = ~0u;
+  std::memcpy(&segments_minus_one, m.bytes.data(), 4);
+  EXPECT_EQ(segments_minus_one, 0u);
+  // Pointer 0 (label) reads the shared byte list, now a copy of its own.
+  EXPECT_EQ(m.root.getLabel().size() + 1, kSmall);
+}
+
 TEST_F(EndpointsTest, ToolsDecodeAChannelWithTheSchemaItCarries) {
   auto ch = MakeChannel("/robot/sample", kSample, 512);
   auto pub = Publisher<Sample>::Create(ch.get());
