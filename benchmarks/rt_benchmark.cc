@@ -24,6 +24,7 @@
 #include "benchmarks/rt_report.h"
 #include "loop/kernel_probe.h"
 #include "loop/make_wake_port.h"
+#include "util/json_writer.h"
 
 namespace tether::bench {
 namespace {
@@ -190,19 +191,20 @@ int Main(int argc, char** argv) {
                                     features.rt_probe->ring_wait))
                         .c_str()
                   : "none (run tether doctor --rt-probe)");
-  Json json;
-  json.Begin();
-  json.Key("kernel").Str(features.kernel_release);
+  util::JsonWriter json;
+  json.BeginObject();
+  json.Key("kernel").String(features.kernel_release);
   json.Key("preempt_rt").Bool(features.preempt_rt);
   json.Key("cpus").Int(::sysconf(_SC_NPROCESSORS_ONLN));
   json.Key("quick").Bool(args.quick);
   json.Key("rt_probe")
-      .Str(features.rt_probe.has_value()
-               ? std::string(
-                     loop::RingWaitTimerName(features.rt_probe->ring_wait))
-               : "none");
-  json.Key("default_deadline_mode").Str(auto_choice.hard ? "hard" : "ring_wait");
-  json.Key("default_deadline_reason").Str(auto_choice.reason);
+      .String(features.rt_probe.has_value()
+                  ? std::string(
+                        loop::RingWaitTimerName(features.rt_probe->ring_wait))
+                  : "none");
+  json.Key("default_deadline_mode")
+      .String(auto_choice.hard ? "hard" : "ring_wait");
+  json.Key("default_deadline_reason").String(auto_choice.reason);
   int rc = 0;
 
   if (args.deadlines) {
@@ -217,7 +219,7 @@ int Main(int argc, char** argv) {
     if (!r.ok()) {
       std::fprintf(stderr, "rt_benchmark: deadlines: %s\n",
                    std::string(r.status().message()).c_str());
-      json.Key("deadlines_error").Str(std::string(r.status().message()));
+      json.Key("deadlines_error").String(std::string(r.status().message()));
       rc = 1;
     } else {
       std::printf(
@@ -225,7 +227,7 @@ int Main(int argc, char** argv) {
           "20 bursts of 50-1000 us on CPU %d (%d rounds)\n\n",
           r->cpu, o.rounds);
       std::vector<std::vector<std::string>> rows;
-      json.Key("deadlines").Begin();
+      json.Key("deadlines").BeginObject();
       json.Key("cpu").Int(r->cpu);
       json.Key("period_us").Int(500);
       json.Key("rows").BeginArray();
@@ -240,23 +242,23 @@ int Main(int argc, char** argv) {
                         Count(s.late_300us, s.wakeups),
                         std::to_string(s.missed), Us(s.p50.count() / 1e3),
                         Us(s.p99.count() / 1e3), Us(s.max.count() / 1e3)});
-        json.Begin();
-        json.Key("key").Str(row.key);
-        json.Key("label").Str(row.label);
+        json.BeginObject();
+        json.Key("key").String(row.key);
+        json.Key("label").String(row.label);
         json.Key("hard").Bool(row.hard);
-        json.Key("detail").Str(row.detail);
+        json.Key("detail").String(row.detail);
         json.Key("deadlines").Int(s.deadlines);
         json.Key("wakeups").Int(s.wakeups);
         json.Key("late_100us").Int(s.late_100us);
         json.Key("late_300us").Int(s.late_300us);
         json.Key("missed").Int(s.missed);
-        json.Key("p50_us").Num(s.p50.count() / 1e3);
-        json.Key("p99_us").Num(s.p99.count() / 1e3);
-        json.Key("max_us").Num(s.max.count() / 1e3);
-        json.End();
+        json.Key("p50_us").Double(s.p50.count() / 1e3);
+        json.Key("p99_us").Double(s.p99.count() / 1e3);
+        json.Key("max_us").Double(s.max.count() / 1e3);
+        json.EndObject();
       }
       json.EndArray();
-      json.End();
+      json.EndObject();
       std::printf("%s\n",
                   MarkdownTable({"waiter", "deadlines", "late > 100 us",
                                  "late > 300 us", "missed", "p50 us",
@@ -282,7 +284,7 @@ int Main(int argc, char** argv) {
     if (!r.ok()) {
       std::fprintf(stderr, "rt_benchmark: contention: %s\n",
                    std::string(r.status().message()).c_str());
-      json.Key("contention_error").Str(std::string(r.status().message()));
+      json.Key("contention_error").String(std::string(r.status().message()));
       rc = 1;
     } else {
       std::printf(
@@ -294,19 +296,19 @@ int Main(int argc, char** argv) {
           o.rt_publisher_cpu, o.rt_subscriber_cpu, o.churners,
           o.duration.count() / 1e9, o.rounds);
       std::vector<std::vector<std::string>> rows;
-      json.Key("contention").Begin();
+      json.Key("contention").BeginObject();
       json.Key("churners").Int(o.churners);
       json.Key("rows").BeginArray();
       for (const ContentionRow& row : *r) {
-        json.Begin();
-        json.Key("key").Str(row.key);
-        json.Key("label").Str(row.label);
+        json.BeginObject();
+        json.Key("key").String(row.key);
+        json.Key("label").String(row.label);
         json.Key("ran").Bool(row.ran);
-        json.Key("note").Str(row.note);
+        json.Key("note").String(row.note);
         if (!row.ran) {
           rows.push_back({row.label, "not run: " + row.note, "", "", "", "",
                           "", "", "", ""});
-          json.End();
+          json.EndObject();
           continue;
         }
         rows.push_back({row.label, Count(row.rt_delivered, row.rt_sent),
@@ -323,19 +325,19 @@ int Main(int argc, char** argv) {
         json.Key("lost").Int(row.lost);
         json.Key("late_100us").Int(row.delivery.over_100us);
         json.Key("late_300us").Int(row.delivery.over_300us);
-        json.Key("p50_us").Num(row.delivery.p50_us);
-        json.Key("p99_us").Num(row.delivery.p99_us);
-        json.Key("max_us").Num(row.delivery.max_us);
-        json.Key("send_p50_us").Num(row.send.p50_us);
-        json.Key("send_p99_us").Num(row.send.p99_us);
-        json.Key("send_max_us").Num(row.send.max_us);
+        json.Key("p50_us").Double(row.delivery.p50_us);
+        json.Key("p99_us").Double(row.delivery.p99_us);
+        json.Key("max_us").Double(row.delivery.max_us);
+        json.Key("send_p50_us").Double(row.send.p50_us);
+        json.Key("send_p99_us").Double(row.send.p99_us);
+        json.Key("send_max_us").Double(row.send.max_us);
         json.Key("churners_started").Int(row.churners_started);
         json.Key("churn_sent").Int(row.churn_sent);
-        json.End();
+        json.EndObject();
         if (row.lost > 0) rc = 1;
       }
       json.EndArray();
-      json.End();
+      json.EndObject();
       std::printf("%s\n",
                   MarkdownTable({"mechanism", "RT delivered", "lost",
                                  "late > 100 us", "late > 300 us", "p50 us",
@@ -347,10 +349,10 @@ int Main(int argc, char** argv) {
                       .c_str());
     }
   }
-  json.End();
+  json.EndObject();
   if (!args.json.empty()) {
     std::ofstream out(args.json);
-    out << json.str() << "\n";
+    out << json.str();  // Ends with a newline.
     if (!out) {
       std::fprintf(stderr, "rt_benchmark: cannot write %s\n", args.json.c_str());
       rc = 1;

@@ -1,7 +1,6 @@
 #include "benchmarks/rt_report.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 
 namespace tether::bench {
@@ -45,85 +44,6 @@ std::string MarkdownTable(const std::vector<std::string>& header,
     out += "\n";
   }
   return out;
-}
-
-void Json::Comma() {
-  if (need_comma_) out_ += ",";
-  need_comma_ = false;
-}
-
-Json& Json::Begin() {
-  Comma();
-  out_ += "{";
-  return *this;
-}
-Json& Json::End() {
-  out_ += "}";
-  need_comma_ = true;
-  return *this;
-}
-Json& Json::BeginArray() {
-  Comma();
-  out_ += "[";
-  return *this;
-}
-Json& Json::EndArray() {
-  out_ += "]";
-  need_comma_ = true;
-  return *this;
-}
-Json& Json::Key(const std::string& key) {
-  Str(key);
-  out_ += ":";
-  need_comma_ = false;
-  return *this;
-}
-Json& Json::Str(const std::string& value) {
-  Comma();
-  out_ += "\"";
-  for (char c : value) {
-    switch (c) {
-      case '"': out_ += "\\\""; break;
-      case '\\': out_ += "\\\\"; break;
-      case '\n': out_ += "\\n"; break;
-      case '\t': out_ += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out_ += buf;
-        } else {
-          out_ += c;
-        }
-    }
-  }
-  out_ += "\"";
-  need_comma_ = true;
-  return *this;
-}
-Json& Json::Num(double value) {
-  Comma();
-  char buf[40];
-  if (std::isfinite(value)) {
-    std::snprintf(buf, sizeof(buf), "%.3f", value);
-  } else {
-    std::snprintf(buf, sizeof(buf), "null");
-  }
-  out_ += buf;
-  need_comma_ = true;
-  return *this;
-}
-Json& Json::Int(int64_t value) {
-  Comma();
-  out_ += std::to_string(value);
-  need_comma_ = true;
-  return *this;
-}
-Json& Json::Bool(bool value) {
-  Comma();
-  out_ += value ? "true" : "false";
-  need_comma_ = true;
-  return *this;
 }
 
 }  // namespace tether::bench

@@ -1,6 +1,6 @@
 // benchmarks: what the real-time benchmark (rt_benchmark.cc) reports with:
-// percentiles of a set of durations, markdown tables, and a small JSON
-// writer (the benchmark must not depend on tools/).
+// percentiles of a set of durations and markdown tables (its JSON is
+// written with util/json_writer.h).
 #ifndef TETHER_BENCHMARKS_RT_REPORT_H_
 #define TETHER_BENCHMARKS_RT_REPORT_H_
 
@@ -29,27 +29,6 @@ std::string Us(double us);
 // A markdown table: header row, separator, rows. Not RT-safe.
 std::string MarkdownTable(const std::vector<std::string>& header,
                           const std::vector<std::vector<std::string>>& rows);
-
-// Builds one JSON value by appending; the caller keeps the structure
-// balanced. Strings are escaped. Not RT-safe.
-class Json {
- public:
-  Json& Begin();  // {
-  Json& End();    // }
-  Json& BeginArray();
-  Json& EndArray();
-  Json& Key(const std::string& key);
-  Json& Str(const std::string& value);
-  Json& Num(double value);
-  Json& Int(int64_t value);
-  Json& Bool(bool value);
-  const std::string& str() const { return out_; }
-
- private:
-  void Comma();
-  std::string out_;
-  bool need_comma_ = false;
-};
 
 }  // namespace tether::bench
 

@@ -1,6 +1,6 @@
 #include "tools/doctor.h"
 
-#include "tools/json_writer.h"
+#include "util/json_writer.h"
 
 namespace tether::tools {
 namespace {
@@ -63,7 +63,7 @@ std::string FormatDoctorJson(const DoctorInputs& inputs,
   const loop::KernelFeatures& k = inputs.kernel;
   absl::StatusOr<loop::WakeBackendChoice> backend = loop::ChooseWakeBackend(k);
 
-  JsonWriter json;
+  util::JsonWriter json;
   json.BeginObject();
   json.Key("ok").Bool(counts[2] == 0);
   json.Key("counts").BeginObject();

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
-#include "tools/json_writer.h"
+#include "util/json_writer.h"
 
 namespace tether::tools {
 namespace {
@@ -50,7 +50,7 @@ std::string FormatChannelTable(
 
 std::string FormatChannelJson(
     const std::vector<transport::ChannelSummary>& channels) {
-  JsonWriter w;
+  util::JsonWriter w;
   w.BeginObject().Key("channels").BeginArray();
   for (const auto& c : channels) {
     w.BeginObject().Key("name").String(c.name);

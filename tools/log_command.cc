@@ -18,8 +18,8 @@
 #include "log/log_recover.h"
 #include "tools/channel_tool.h"
 #include "tools/cli.h"
-#include "tools/json_writer.h"
 #include "transport/dynamic.h"
+#include "util/json_writer.h"
 
 namespace tether::tools {
 namespace {
@@ -127,10 +127,10 @@ int RunCat(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     if (type.ok()) {
       absl::StatusOr<std::string> j = transport::MessageToJson(*type, m.data);
       body = j.ok() ? *j
-                    : absl::StrCat("{\"undecodable\":", JsonQuote(std::string(j.status().message())),
+                    : absl::StrCat("{\"undecodable\":", util::JsonQuote(std::string(j.status().message())),
                                    ",\"bytes\":", m.data.size(), "}");
     } else {
-      body = absl::StrCat("{\"undecodable\":", JsonQuote(std::string(type.status().message())),
+      body = absl::StrCat("{\"undecodable\":", util::JsonQuote(std::string(type.status().message())),
                           ",\"bytes\":", m.data.size(), "}");
     }
     const double t = (m.monotonic_send_ns - r.start_ns()) / 1e9;
@@ -140,7 +140,7 @@ int RunCat(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
           "\"realtime_send_ns\":%d,\"monotonic_receive_ns\":%d,"
           "\"queue_index\":%u,\"publisher_pid\":%u,\"publisher_sequence\":%u,"
           "\"message\":%s}\n",
-          JsonQuote(m.channel->name), t, m.monotonic_send_ns,
+          util::JsonQuote(m.channel->name), t, m.monotonic_send_ns,
           m.realtime_send_ns, m.monotonic_receive_ns, m.queue_index,
           m.publisher_pid, m.publisher_sequence, body);
     } else {

@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "tools/json_writer.h"
 #include "tools/node_process.h"
+#include "util/json_writer.h"
 
 namespace tether::tools {
 
@@ -64,7 +64,7 @@ std::string DescribeExit(const ExitInfo& exit) {
 }
 
 std::string FormatStatusJson(const StackStatus& status) {
-  JsonWriter json;
+  util::JsonWriter json;
   json.BeginObject();
   json.Key("launcher_pid").Int(status.launcher_pid);
   json.Key("stack").String(status.stack_path);

@@ -16,7 +16,7 @@
 #include <string>
 #include <thread>
 
-#include "tools/json_writer.h"
+#include "util/json_writer.h"
 
 namespace tether::tools::testing {
 
@@ -71,8 +71,8 @@ inline bool WaitUntil(const std::function<bool()>& done,
 // members (starting with a comma), e.g. R"(, "startAfter": ["a"])".
 inline std::string ShellNode(const std::string& name, const std::string& script,
                              const std::string& extra = "") {
-  return "{\"name\": " + JsonQuote(name) +
-         ", \"command\": \"/bin/sh\", \"args\": [\"-c\", " + JsonQuote(script) +
+  return "{\"name\": " + util::JsonQuote(name) +
+         ", \"command\": \"/bin/sh\", \"args\": [\"-c\", " + util::JsonQuote(script) +
          "]" + extra + "}";
 }
 
@@ -104,13 +104,13 @@ inline std::string WithDemoSchema(const std::string& stack_json) {
   const std::string root = ::getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".";
   const size_t brace = stack_json.find('{');
   return stack_json.substr(0, brace + 1) + "\"schemas\": [" +
-         JsonQuote(root + "/examples/demo.capnp") + "], " +
+         util::JsonQuote(root + "/examples/demo.capnp") + "], " +
          stack_json.substr(brace + 1);
 }
 
 // A small demo-typed channel.
 inline std::string ImuChannel(const std::string& name) {
-  return "{\"name\": " + JsonQuote(name) +
+  return "{\"name\": " + util::JsonQuote(name) +
          ", \"type\": \"examples/demo.capnp:ImuSample\", \"maxSize\": 256, "
          "\"frequencyHz\": 100, \"queueDepth\": 8}";
 }

@@ -266,7 +266,7 @@ std::string StackConfig() {
   std::vector<std::string> nodes;
   for (int i = 0; i < kNodes; ++i) {
     nodes.push_back("{\"name\": \"relay" + std::to_string(i) +
-                    "\", \"command\": " + tools::JsonQuote(SelfPath()) +
+                    "\", \"command\": " + util::JsonQuote(SelfPath()) +
                     ", \"args\": [\"--torture-node\", \"" +
                     kSourceNames[kNodeInputs[i]] + "\", \"" + kNodeOutputs[i] +
                     "\"], \"restart\": {\"policy\": \"always\", "

@@ -1,14 +1,16 @@
-// tools: a minimal JSON writer for the CLI's machine-readable output
-// (`--json`): objects, arrays, strings, numbers, booleans, pretty-printed.
-#ifndef TETHER_TOOLS_JSON_WRITER_H_
-#define TETHER_TOOLS_JSON_WRITER_H_
+// util: a minimal JSON writer (objects, arrays, strings, numbers, booleans,
+// pretty-printed) for machine-readable output: the CLI's `--json` (tools/)
+// and the benchmarks' (benchmarks/). Depends on nothing but the standard
+// library, so any layer may use it.
+#ifndef TETHER_UTIL_JSON_WRITER_H_
+#define TETHER_UTIL_JSON_WRITER_H_
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace tether::tools {
+namespace tether::util {
 
 // Builds one JSON document in memory. Calls must nest correctly (a Key()
 // before each value inside an object, none inside an array); misuse aborts.
@@ -29,6 +31,11 @@ class JsonWriter {
   JsonWriter& Bool(bool value);
   JsonWriter& Int(int64_t value);
   JsonWriter& Uint(uint64_t value);
+  // Fixed-point with `decimals` digits after the point ("%.3f" by default:
+  // 12.345, 0.500, 1234.000), as the benchmarks' readers expect; NaN and
+  // infinities, which JSON cannot hold, are written as null. `decimals`
+  // must be 0..17.
+  JsonWriter& Double(double value, int decimals = 3);
   JsonWriter& Null();
 
   // The document so far; complete once every Begin has its End.
@@ -51,6 +58,6 @@ class JsonWriter {
 // `value` as a JSON string literal, quotes included. Any thread.
 std::string JsonQuote(std::string_view value);
 
-}  // namespace tether::tools
+}  // namespace tether::util
 
-#endif  // TETHER_TOOLS_JSON_WRITER_H_
+#endif  // TETHER_UTIL_JSON_WRITER_H_

@@ -1,9 +1,10 @@
-#include "tools/json_writer.h"
+#include "util/json_writer.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
-namespace tether::tools {
+namespace tether::util {
 namespace {
 
 [[noreturn]] void Misuse(const char* what) {
@@ -152,6 +153,21 @@ JsonWriter& JsonWriter::Uint(uint64_t value) {
   return *this;
 }
 
+JsonWriter& JsonWriter::Double(double value, int decimals) {
+  if (decimals < 0 || decimals > 17)
+    Misuse("Double with decimals outside 0..17");
+  BeforeValue();
+  if (std::isfinite(value)) {
+    char buf[400];  // DBL_MAX has 309 digits before the point.
+    std::snprintf(buf, sizeof(buf), "%.*f", decimals, value);
+    out_ += buf;
+  } else {
+    out_ += "null";
+  }
+  if (scopes_.empty()) done_ = true;
+  return *this;
+}
+
 JsonWriter& JsonWriter::Null() {
   BeforeValue();
   out_ += "null";
@@ -159,4 +175,4 @@ JsonWriter& JsonWriter::Null() {
   return *this;
 }
 
-}  // namespace tether::tools
+}  // namespace tether::util

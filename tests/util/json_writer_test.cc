@@ -1,14 +1,17 @@
-#include "tools/json_writer.h"
+#include "util/json_writer.h"
+
+#include <cmath>
+#include <limits>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/tools/json_test_parser.h"
 
-namespace tether::tools {
+namespace tether::util {
 namespace {
 
-using test::JsonValue;
-using test::ParseJson;
+using tools::test::JsonValue;
+using tools::test::ParseJson;
 
 TEST(JsonWriter, NestedDocumentParsesBackToTheSameValues) {
   JsonWriter json;
@@ -59,6 +62,45 @@ TEST(JsonWriter, EmptyContainersAreCompact) {
   EXPECT_EQ(json.str(), "{}\n");
 }
 
+// rt_benchmark's readers (tools/rt_lab/rt_lab.py, the README's tables) see
+// three decimals, as benchmarks/rt_report's own writer printed them.
+TEST(JsonWriter, DoublesAreFixedPointWithThreeDecimalsByDefault) {
+  JsonWriter json;
+  json.BeginArray();
+  json.Double(12.3456).Double(0.5).Double(1234.0).Double(-0.0004);
+  json.Double(7.0 / 3.0, 1).Double(2.5, 0);
+  json.EndArray();
+  EXPECT_EQ(json.str(),
+            "[\n  12.346,\n  0.500,\n  1234.000,\n  -0.000,\n  2.3,\n  2\n]\n");
+}
+
+// The largest doubles have 309 digits before the point: none is cut short.
+TEST(JsonWriter, HugeDoublesAreWrittenWhole) {
+  JsonWriter json;
+  json.BeginArray();
+  json.Double(1e300).Double(-std::numeric_limits<double>::max(), 17);
+  json.EndArray();
+  absl::StatusOr<JsonValue> v = ParseJson(json.str());
+  ASSERT_TRUE(v.ok()) << v.status() << "\n" << json.str();
+  ASSERT_EQ(v->array.size(), 2u);
+  EXPECT_EQ(v->array[0].number, 1e300);
+  EXPECT_EQ(v->array[1].number, -std::numeric_limits<double>::max());
+}
+
+TEST(JsonWriter, NonFiniteDoublesAreNull) {
+  JsonWriter json;
+  json.BeginObject();
+  json.Key("nan").Double(std::nan(""));
+  json.Key("inf").Double(std::numeric_limits<double>::infinity());
+  json.Key("-inf").Double(-std::numeric_limits<double>::infinity());
+  json.EndObject();
+  absl::StatusOr<JsonValue> v = ParseJson(json.str());
+  ASSERT_TRUE(v.ok()) << v.status() << "\n" << json.str();
+  for (const char* key : {"nan", "inf", "-inf"}) {
+    EXPECT_EQ(v->Find(key)->kind, JsonValue::Kind::kNull) << key;
+  }
+}
+
 // The parser the CLI tests rely on must reject what is not JSON.
 TEST(JsonTestParser, RejectsInvalidDocuments) {
   for (const char* bad : {"", "{", "{\"a\":1,}", "[1,]", "{a:1}",
@@ -74,4 +116,4 @@ TEST(JsonTestParser, RejectsInvalidDocuments) {
 }
 
 }  // namespace
-}  // namespace tether::tools
+}  // namespace tether::util

@@ -1,0 +1,151 @@
+"""What `./tether bench` measures: the systems (rows), the plan (sample
+counts and cases for --tiny, --quick and the full run) and the placements."""
+
+PAYLOADS = [64, 4096, 65536, 1048576, 4194304]
+MODES = ["touch16", "full"]
+FANOUT = [1, 2, 4, 8, 16]
+SYSTEM_GROUPS = ["tether", "iceoryx", "ros1", "cyclonedds", "floors"]
+US = 1000.0  # ns per us
+
+
+def human_size(n):
+    for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div and n % div == 0:
+            return f"{n // div} {unit}"
+    return f"{n} B"
+
+
+class System:
+    """One row label: a runner binary, its variant and what it needs."""
+
+    def __init__(self, key, label, group, runner, variant="", spin_us=0,
+                 needs=None, tests=("latency", "fanout", "throughput"),
+                 one_cpu=True, peer=None, args=()):
+        self.key = key
+        self.label = label
+        self.group = group      # tether, iceoryx, ros1, cyclonedds, floor
+        self.runner = runner    # path under the bin dir
+        self.variant = variant
+        self.spin_us = spin_us
+        self.needs = needs      # None, "roudi", "ros", "dds", "dds_shm", "huge"
+        self.tests = set(tests)
+        self.one_cpu = one_cpu  # meaningful with both sides on one CPU
+        self.peer = peer        # column name when other rows compare to it
+        self.args = list(args)  # extra runner flags
+        self.unavailable = None  # one-line reason, set by the preflight
+
+
+def make_systems(spin_us, backends, default=None):
+    systems = []
+    for b in backends:
+        systems.append(System(f"tether/{b}", f"tether {b}", "tether",
+                              "benchmarks/tether_pingpong", variant=b))
+        systems.append(System(f"tether/{b}+spin", f"tether {b} +spin {spin_us}us",
+                              "tether", "benchmarks/tether_pingpong", variant=b,
+                              spin_us=spin_us, tests=("latency",)))
+    if default in backends:
+        # Large messages as docs/large-messages.md configures them: channels
+        # on a tmpfs with huge pages and the smallest ring (a channel cycles
+        # through queueDepth + 1 slots or more, whose 4 KiB pages outgrow the
+        # TLB at 1 MiB). Compared with the floor on the same memory.
+        systems.append(System(f"tether/{default}+huge",
+                              f"tether {default}, huge pages, queueDepth 2",
+                              "tether", "benchmarks/tether_pingpong",
+                              variant=default, needs="huge",
+                              tests=("latency",), args=["--queue_depth=2"]))
+    systems += [
+        System("iceoryx", "iceoryx 2.0.3 WaitSet", "iceoryx",
+               "benchmarks/peers/iceoryx_pingpong", needs="roudi",
+               peer="iceoryx"),
+        System("ros1", "ROS 1 TCPROS", "ros1", "benchmarks/peers/ros1_pingpong",
+               needs="ros", peer="ROS 1"),
+        System("dds/net", "Cyclone DDS UDP lo", "cyclonedds",
+               "benchmarks/peers/cyclone_pingpong", variant="net", needs="dds",
+               peer="DDS"),
+        System("dds/shm", "Cyclone DDS iceoryx shm", "cyclonedds",
+               "benchmarks/peers/cyclone_pingpong", variant="shm",
+               needs="dds_shm", peer="DDS shm"),
+        System("floor/futex", "floor: raw futex", "floor",
+               "benchmarks/floor_pingpong", variant="futex",
+               tests=("latency", "fanout"), peer="futex floor"),
+        System("floor/futex+huge", "floor: raw futex, huge pages", "floor",
+               "benchmarks/floor_pingpong", variant="futex", needs="huge",
+               tests=("latency",)),
+        # The kernel's io_uring wake path alone (what tether's default backend
+        # sleeps in), so a row can be split into mechanism and tether's work.
+        System("floor/uring", "floor: io_uring futex wait", "floor",
+               "benchmarks/floor_pingpong", variant="uring",
+               tests=("latency",)),
+        System("floor/spin", "floor: busy spin", "floor",
+               "benchmarks/floor_pingpong", variant="spin",
+               tests=("latency",), one_cpu=False),
+        System("floor/memcpy", "floor: memcpy", "floor",
+               "benchmarks/floor_pingpong", variant="memcpy",
+               tests=("latency",)),
+    ]
+    return systems
+
+
+class Plan:
+    """Sample counts and what runs, for --quick, the full suite or --tiny."""
+
+    def __init__(self, mode):
+        self.mode = mode
+        # Latency/fanout: a case stops recording after this long (keeping at
+        # least 30 samples), so a system at 100 ms per round trip (Cyclone
+        # over UDP at 4 MiB) does not set the length of the run.
+        self.case_budget_ms = {"tiny": 0, "quick": 1500}.get(mode, 5000)
+        if mode == "tiny":  # the harness test: proves the pipeline only
+            self.rounds = 1
+            self.samples = {p: 20 for p in PAYLOADS}
+            self.payloads = [64, 65536]
+            self.fanout = [1, 2]
+            self.fanout_placements = ["2cpu"]
+            self.fanout_samples = 20
+            self.throughput_placements = ["2cpu"]
+            self.phase_ms = 20
+            self.max_rate = 8000
+            self.load_payloads = [64]
+            self.load_placements = ["2cpu"]
+        elif mode == "quick":
+            self.rounds = 2
+            self.samples = {64: 1000, 4096: 400, 65536: 300, 1048576: 100,
+                            4194304: 20}
+            self.payloads = PAYLOADS
+            self.fanout = [1, 4, 16]
+            self.fanout_placements = ["2cpu"]
+            self.fanout_samples = 200
+            self.throughput_placements = ["2cpu"]
+            self.phase_ms = 100
+            self.max_rate = 4e6
+            self.load_payloads = [64]
+            self.load_placements = ["1cpu", "2cpu"]
+        else:
+            self.rounds = 3
+            self.samples = {64: 6000, 4096: 3000, 65536: 2100, 1048576: 900,
+                            4194304: 300}
+            self.payloads = PAYLOADS
+            self.fanout = FANOUT
+            self.fanout_placements = ["1cpu", "2cpu"]
+            self.fanout_samples = 1500
+            self.throughput_placements = ["1cpu", "2cpu"]
+            self.phase_ms = 300
+            self.max_rate = 4e6
+            self.load_payloads = PAYLOADS
+            self.load_placements = ["1cpu", "2cpu"]
+
+    def cases(self, payloads, rounds):
+        out = []
+        for p in payloads:
+            for m in MODES:
+                n = max(1, self.samples[p] // rounds)
+                w = max(3, min(100, n // 10))
+                out.append(f"{p}:{m}:{n}:{w}")
+        return ",".join(out)
+
+
+PLACEMENTS = {
+    # name: (label, ping cpu, pong cpu)
+    "1cpu": ("1 CPU", 0, 0),
+    "2cpu": ("2 CPUs", 0, 1),
+}
