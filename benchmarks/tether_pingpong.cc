@@ -32,6 +32,7 @@
 #include "transport/channel_set.h"
 #include "transport/config.h"
 #include "transport/schema_registry.h"
+#include "util/json_writer.h"
 
 namespace tether::bench {
 namespace {
@@ -292,11 +293,11 @@ int Probe() {
       loop::ChooseWakeBackend(features);
   std::string line = absl::StrCat(
       "{\"default\":",
-      JsonString(def.ok() ? std::string(loop::WakeBackendName(def->backend))
+      util::JsonQuote(def.ok() ? std::string(loop::WakeBackendName(def->backend))
                           : ""),
       ",\"default_reason\":",
-      JsonString(def.ok() ? def->reason : std::string(def.status().message())),
-      ",\"kernel\":", JsonString(features.kernel_release),
+      util::JsonQuote(def.ok() ? def->reason : std::string(def.status().message())),
+      ",\"kernel\":", util::JsonQuote(features.kernel_release),
       ",\"backends\":[");
   // Every backend the loop knows by name (kernel_probe.h).
   const char* names[] = {"uring_futex", "futex_waitv", "uring_persistent"};
@@ -306,9 +307,9 @@ int Probe() {
     if (!b.has_value()) continue;
     absl::StatusOr<loop::WakeBackendChoice> c =
         loop::ChooseWakeBackend(features, *b);
-    absl::StrAppend(&line, first ? "" : ",", "{\"name\":", JsonString(name),
+    absl::StrAppend(&line, first ? "" : ",", "{\"name\":", util::JsonQuote(name),
                     ",\"ok\":", c.ok() ? "true" : "false", ",\"reason\":",
-                    JsonString(c.ok() ? c->reason
+                    util::JsonQuote(c.ok() ? c->reason
                                       : std::string(c.status().message())),
                     "}");
     first = false;

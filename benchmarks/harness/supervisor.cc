@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "util/json_writer.h"
 
 namespace tether::bench {
 namespace {
@@ -67,16 +68,16 @@ std::string SwitchesJson(const Switches& s) {
 
 std::string Prefix(const Session& s) {
   return absl::StrCat(
-      "{\"system\":", JsonString(s.name), ",\"variant\":",
-      JsonString(s.variant), ",\"spin_us\":", s.spin_us,
-      ",\"test\":", JsonString(TestName(s.test)), ",\"ping_cpu\":", s.ping_cpu,
+      "{\"system\":", util::JsonQuote(s.name), ",\"variant\":",
+      util::JsonQuote(s.variant), ",\"spin_us\":", s.spin_us,
+      ",\"test\":", util::JsonQuote(TestName(s.test)), ",\"ping_cpu\":", s.ping_cpu,
       ",\"pong_cpu\":", s.pong_cpu, ",\"pongs\":", s.pongs);
 }
 
 void PrintResults(const Session& s, Board* board, bool ok,
                   const std::string& error, FILE* out) {
   const std::string prefix = Prefix(s);
-  const std::string info = JsonString(board->info);
+  const std::string info = util::JsonQuote(board->info);
   if (s.test == Test::kThroughput) {
     std::string line = prefix;
     absl::StrAppend(&line, ",\"payload\":", s.throughput_payload,
@@ -106,7 +107,7 @@ void PrintResults(const Session& s, Board* board, bool ok,
       const Case& k = s.cases[c];
       std::string line = prefix;
       absl::StrAppend(&line, ",\"case\":", c, ",\"payload\":", k.payload,
-                      ",\"mode\":", JsonString(WriteModeName(k.mode)),
+                      ",\"mode\":", util::JsonQuote(WriteModeName(k.mode)),
                       ",\"warmup\":", k.warmup, ",\"samples\":", r.samples,
                       ",\"info\":", info, ",\"ok\":true");
       absl::StrAppend(&line, ",\"switches\":{\"ping\":", SwitchesJson(r.ping),
@@ -125,7 +126,7 @@ void PrintResults(const Session& s, Board* board, bool ok,
     }
   }
   if (!ok) {
-    std::fputs((Prefix(s) + ",\"ok\":false,\"error\":" + JsonString(error) +
+    std::fputs((Prefix(s) + ",\"ok\":false,\"error\":" + util::JsonQuote(error) +
                 "}\n")
                    .c_str(),
                out);
@@ -180,33 +181,6 @@ int Reap(std::vector<Child>& children) {
 }
 
 }  // namespace
-
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char ch : s) {
-    switch (ch) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (ch < 0x20) {
-          absl::StrAppendFormat(&out, "\\u%04x", ch);
-        } else {
-          out += static_cast<char>(ch);
-        }
-    }
-  }
-  return out + "\"";
-}
 
 void MarkPongReady(Board* board) {
   board->pongs_ready.fetch_add(1, std::memory_order_acq_rel);

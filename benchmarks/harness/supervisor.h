@@ -59,9 +59,6 @@ absl::Status WaitUntil(absl::FunctionRef<bool()> ready,
                        std::chrono::milliseconds timeout,
                        const std::string& what);
 
-// Quotes `s` as a JSON string.
-std::string JsonString(const std::string& s);
-
 }  // namespace tether::bench
 
 #endif  // TETHER_BENCHMARKS_HARNESS_SUPERVISOR_H_
