@@ -60,9 +60,10 @@ class BenchHarnessTest(unittest.TestCase):
         self.tmp = tempfile.mkdtemp(prefix="bench-test-",
                                     dir=os.environ.get("TEST_TMPDIR"))
 
-    def bench(self, *args, timeout=240):
+    def bench(self, *args, timeout=240, env=None):
         return subprocess.run([PYTHON, BENCH, "--bin-dir", RUNFILES, *args],
-                              capture_output=True, text=True, timeout=timeout)
+                              capture_output=True, text=True, timeout=timeout,
+                              env=env)
 
     def test_tiny_run_prints_every_row_writes_json_and_plots(self):
         j = os.path.join(self.tmp, "bench.json")
@@ -140,6 +141,44 @@ class BenchHarnessTest(unittest.TestCase):
         self.assertFalse([x for x in data["rows"] if x["system"] == "iceoryx"])
         ice = [s for s in data["systems"] if s["key"] == "iceoryx"][0]
         self.assertIn("not built", ice["not_measured"])
+
+    def test_huge_page_rows_say_why_when_the_tmpfs_cannot_be_mounted(self):
+        if os.geteuid() != 0 or not os.path.exists(
+                "/sys/kernel/mm/transparent_hugepage"):
+            self.skipTest("the bench mounts only as root, on a THP kernel")
+        default = probe().get("default")
+        if not default:
+            self.skipTest("this kernel runs no tether wake backend")
+        # A `mount` that refuses, first on PATH: what a container without
+        # CAP_SYS_ADMIN answers.
+        fake = os.path.join(self.tmp, "bin")
+        os.mkdir(fake)
+        with open(os.path.join(fake, "mount"), "w") as f:
+            f.write("#!/bin/sh\necho 'mount: permission denied (fake)' >&2\n"
+                    "exit 32\n")
+        os.chmod(os.path.join(fake, "mount"), 0o755)
+        env = dict(os.environ, PATH=fake + ":" + os.environ.get("PATH", ""))
+        j = os.path.join(self.tmp, "bench.json")
+        r = self.bench("--tiny", "--systems", "tether,floors", "--tests",
+                       "latency", "--json", j, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        why = (": not measured** — mount -t tmpfs -o huge=within_size "
+               "failed: mount: permission denied (fake)")
+        self.assertIn(f"**tether {default}, huge pages, queueDepth 2{why}",
+                      r.stdout)
+        self.assertIn(f"**floor: raw futex, huge pages{why}", r.stdout)
+        with open(j) as f:
+            data = json.load(f)
+        huge = [s for s in data["systems"] if s["key"].endswith("+huge")]
+        self.assertEqual(len(huge), 2, data["systems"])
+        for s in huge:
+            self.assertIn("permission denied (fake)", s["not_measured"])
+        self.assertFalse([x for x in data["rows"]
+                          if x["system"].endswith("+huge")])
+        # The other rows ran, and the refused mount left no folder behind.
+        self.assertTrue([x for x in data["rows"]
+                         if x["system"] == f"tether/{default}"])
+        self.assertEqual(glob.glob("/dev/shm/tether-bench-*huge-*"), [])
 
     def test_bad_flags_say_what_to_do(self):
         r = self.bench("--tests", "speed")
