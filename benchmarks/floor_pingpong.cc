@@ -119,13 +119,25 @@ class UringSleeper {
   ~UringSleeper() {
     if (ready_) io_uring_queue_exit(&ring_);
   }
+  // The ring flags tether's port asks for, in its order of preference
+  // (loop/uring_futex_port.cc), so the floor sleeps as tether does here.
   absl::Status Init() {
-    io_uring_params params{};
-    params.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
-    int rc = io_uring_queue_init_params(8, &ring_, &params);
-    if (rc == -EINVAL) {  // a kernel without those flags
-      params = io_uring_params{};
+    const unsigned attempts[] = {
+        IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+        IORING_SETUP_SINGLE_ISSUER,
+        IORING_SETUP_COOP_TASKRUN,
+        0,
+    };
+    int rc = -EINVAL;
+    for (const unsigned flags : attempts) {
+      io_uring_params params{};
+      params.flags = flags;
       rc = io_uring_queue_init_params(8, &ring_, &params);
+      if (rc == 0) {
+        flags_ = params.flags;
+        break;
+      }
+      if (rc != -EINVAL) break;  // refused for another reason: report it
     }
     if (rc < 0) {
       return absl::UnavailableError(absl::StrCat(
@@ -134,8 +146,20 @@ class UringSleeper {
     }
     ready_ = true;
     // As tether's ring does: io_uring_enter then skips the fd look-up.
-    (void)io_uring_register_ring_fd(&ring_);
+    fd_registered_ = io_uring_register_ring_fd(&ring_) == 1;
     return absl::OkStatus();
+  }
+  // What the ring got, for the results' info line.
+  std::string Describe() const {
+    std::string flags;
+    if (flags_ & IORING_SETUP_SINGLE_ISSUER) flags += "SINGLE_ISSUER|";
+    if (flags_ & IORING_SETUP_DEFER_TASKRUN) flags += "DEFER_TASKRUN|";
+    if (flags_ & IORING_SETUP_COOP_TASKRUN) flags += "COOP_TASKRUN|";
+    if (flags.empty()) flags = "none|";
+    flags.pop_back();
+    return absl::StrCat("ring flags ", flags, fd_registered_
+                                                   ? ", registered ring fd"
+                                                   : ", ring fd not registered");
   }
   // One sleep: arm a futex wait for `word` == `expected` and wait for its
   // completion (at once with -EAGAIN when the word already moved).
@@ -163,6 +187,8 @@ class UringSleeper {
  private:
   io_uring ring_{};
   bool ready_ = false;
+  unsigned flags_ = 0;
+  bool fd_registered_ = false;
 };
 
 // Waits until `box->word` differs from *seen; updates *seen.
@@ -198,6 +224,9 @@ absl::Status Ping(const Session& s, Board* board, Mailboxes* boxes,
   UringSleeper ring;
   if (sleep == Sleep::kUring) {
     if (absl::Status st = ring.Init(); !st.ok()) return st;
+    board->SetInfo(absl::StrCat(
+        "one-shot IORING_OP_FUTEX_WAIT in the receiver's ring (",
+        ring.Describe(), "), FUTEX_WAKE by the sender"));
   }
   PingDriver driver(s, board);
   std::vector<uint32_t> seen(s.pongs);
@@ -312,11 +341,11 @@ int main(int argc, char** argv) {
       return boxes->Map(s.pongs, s.max_payload(), s.shm_root);
     };
     roles.ping = [&s, &boxes, sleep](Board* b) {
-      b->SetInfo(sleep == Sleep::kSpin ? "receivers busy-poll a shared word"
-                 : sleep == Sleep::kUring
-                     ? "one-shot IORING_OP_FUTEX_WAIT in the receiver's ring, "
-                       "FUTEX_WAKE by the sender"
-                     : "FUTEX_WAIT / FUTEX_WAKE on a shared word");
+      if (sleep != Sleep::kUring) {  // Ping() says what the ring got
+        b->SetInfo(sleep == Sleep::kSpin ? "receivers busy-poll a shared word"
+                                         : "FUTEX_WAIT / FUTEX_WAKE on a "
+                                           "shared word");
+      }
       return Ping(s, b, boxes.get(), sleep);
     };
     roles.pong = [&s, &boxes, sleep](Board* b, int i) {

@@ -245,8 +245,9 @@ class PortBase : public WakePort {
   int word_count() const { return word_count_; }
   // One past the highest slot in use: every per-wait scan of the watch table
   // (arming, loading, spinning) stops here, so a sleep costs the watches a
-  // loop has, not max_watches. AddSlot takes the lowest free slot, so the
-  // in-use slots stay packed at the front. RT-safe.
+  // loop has, not max_watches. Slots from here on are all free; holes below
+  // (an unwatch in the middle) are skipped by their kind, and AddSlot fills
+  // them first (it takes the lowest free slot). RT-safe.
   size_t live_end() const { return live_end_; }
 
   // Step 1. Spins until a watched word differs from its observed value or a

@@ -213,6 +213,10 @@ class Channel {
   // Any thread; RT-safe. Inline: every send and receive asks, and in a
   // process where nothing was ever damaged or found corrupt it is two loads.
   bool corrupt() const {
+    // The caller's accesses to the mapping stay before the count is read,
+    // so a SIGBUS they raised on this thread has been counted by then (the
+    // out-of-line call this replaced was such a barrier by accident).
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     if (corrupt_state_.load(std::memory_order_acquire) != 0) return true;
     if (internal::CorruptionEvents() == 0) return false;
     return MappingDamaged();

@@ -55,18 +55,22 @@ void OnSigbus(int sig, siginfo_t* info, void* context) {
     if (address < base || address >= base + size) continue;
     const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
     const uintptr_t from = address & ~(page - 1);
-    // Zero pages from the fault to the end: the file has shrunk, so every
-    // later page of the mapping would fault too.
-    void* m = ::mmap(reinterpret_cast<void*>(from), base + size - from,
-                     PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-    if (m == MAP_FAILED) break;  // cannot repair: die as without us
+    // Marked and counted before the repair: from the mmap on, other
+    // threads read and write the zero pages without faulting, and a send
+    // or read they finish then must already find the channel corrupt
+    // (Channel::corrupt() skips the guards while the count is zero).
     bool expected = false;
     if (g.damaged.compare_exchange_strong(expected, true,
                                           std::memory_order_acq_rel)) {
       g.damage_offset.store(from - base, std::memory_order_release);
     }
     CountCorruptionEvent();
+    // Zero pages from the fault to the end: the file has shrunk, so every
+    // later page of the mapping would fault too.
+    void* m = ::mmap(reinterpret_cast<void*>(from), base + size - from,
+                     PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    if (m == MAP_FAILED) break;  // cannot repair: die as without us
     return;  // the faulting access now completes on the zero page
   }
   ForwardToPrevious(sig, info, context);

@@ -57,7 +57,7 @@ uint64_t DamageOffset(int index);
 // which has no object to reach, must be able to move it.
 // Inline, because Channel::corrupt() reads it on every send and receive: a
 // process in which nothing was ever damaged pays one load for the guard.
-inline std::atomic<uint64_t> g_corruption_events{0};
+constinit inline std::atomic<uint64_t> g_corruption_events{0};
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 inline uint64_t CorruptionEvents() {
   return g_corruption_events.load(std::memory_order_acquire);

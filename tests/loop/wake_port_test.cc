@@ -476,18 +476,29 @@ TEST_P(WakePortTest, WatchesThatReuseFreedSlotsAreStillReported) {
   // Reports may be spurious (a spinning port reports a word that moved
   // before the last blocking sleep again), so wait for the one expected and
   // accept only watched cookies.
+  // The word is bumped every 10 ms until seen: with no hooks to re-check,
+  // a bump that lands before a sleep loads the words is taken as the value
+  // to sleep on (by design), so one bump could be absorbed on a slow machine.
   const auto reported = [&](std::atomic<uint32_t>* word, uint64_t cookie) {
-    bool seen = false;
-    std::thread bump = BumpLater(word, milliseconds(10));
+    std::atomic<bool> seen{false};
+    std::thread bump([&] {
+      while (!seen.load()) {
+        std::this_thread::sleep_for(milliseconds(10));
+        word->fetch_add(1);
+        shm::FutexWake(word);
+      }
+    });
     const MonotonicTime give_up = MonotonicNow() + seconds(5);
-    while (!seen && MonotonicNow() < give_up) {
+    while (!seen.load() && MonotonicNow() < give_up) {
       (void)port->Wait(give_up, hooks, [&](uint64_t c) {
         EXPECT_TRUE(c == 4 || c == 5) << "reported unwatched cookie " << c;
-        seen |= c == cookie;
+        if (c == cookie) seen.store(true);
       });
     }
+    const bool found = seen.load();
+    seen.store(true);  // stops the bumps either way
     bump.join();
-    return seen;
+    return found;
   };
   EXPECT_TRUE(reported(&words[3], 4));
   EXPECT_TRUE(reported(&words[4], 5));
