@@ -161,6 +161,10 @@ ControllerStart PlanControllerStart(const std::string& log) {
   return {0, why};
 }
 
+// Empty when a replay of the log starts tracking on the live controller's
+// first tracking cycle; otherwise which cycles they were (defined below).
+std::string ReplayStartProblem();
+
 class DemoReplayTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -171,7 +175,13 @@ class DemoReplayTest : public ::testing::Test {
     // record again, up to five times.
     for (int attempt = 0; attempt < 5; ++attempt) {
       ASSERT_EQ(RecordDemo(*g_log, g_launch_output), 0) << *g_launch_output;
-      const std::string why = PlanControllerStart(*g_log).why;
+      std::string why = PlanControllerStart(*g_log).why;
+      // The plan covers the inputs the log shows; on a heavily loaded
+      // machine (a fresh build's compilers) a live start can still hinge
+      // on one the plan cannot see, and then every later cycle is shifted
+      // by one. Such a recording is made again too; one that replays
+      // shifted five times in a row fails the tests below.
+      if (why.empty()) why = ReplayStartProblem();
       if (why.empty()) return;
       std::printf("recording %d: %s; recording again\n", attempt + 1,
                   why.c_str());
@@ -375,6 +385,24 @@ Outputs Replay() {
   EXPECT_EQ((*replayer)->stats().publish_failures, 0u);
   EXPECT_TRUE((*replayer)->problems().empty());
   return out;
+}
+
+// The first cycle that tracked (sent a command for an estimate, not idle).
+int64_t FirstTrackingSlot(const std::map<int64_t, std::vector<double>>& c) {
+  for (const auto& [slot, fields] : c) {
+    if (fields[4] != static_cast<double>(SlotTime(slot))) return slot;
+  }
+  return -1;
+}
+
+std::string ReplayStartProblem() {
+  const Outputs out = Replay();
+  const int64_t live = FirstTrackingSlot(out.logged_commands);
+  const int64_t replayed = FirstTrackingSlot(out.commands);
+  if (live == replayed) return "";
+  return "the live controller began tracking in cycle slot " +
+         std::to_string(live) + ", the replayed one in " +
+         std::to_string(replayed);
 }
 
 struct Agreement {
