@@ -174,11 +174,15 @@ class Report(Plots):
                                            "mean")]
             cells.append(f"{r['vcsw_per_rt']:.1f}")
             cells.append(fmt_ratio(r["p99_vs_futex_floor"]))
-            for peer, _ in cols:
-                key = "p50_vs_futex_floor" if peer == "floor/futex" else f"p50_vs_{peer}"
-                cells.append(fmt_ratio(r[key]))
+            cells += self.peer_ratio_cells(r, cols)
             lines.append("| " + " | ".join(cells) + " |")
         return "\n".join(lines)
+
+    @staticmethod
+    def peer_ratio_cells(r, cols):
+        """Row r's p50 over each peer column's, formatted."""
+        return [fmt_ratio(r["p50_vs_futex_floor" if peer == "floor/futex"
+                            else f"p50_vs_{peer}"]) for peer, _ in cols]
 
     def fanout_table(self):
         rows = [r for r in self.rows if r["test"] == "fanout"]
@@ -197,9 +201,7 @@ class Report(Plots):
                      r["label"], fmt(r["p50"]), fmt(r["p99"]), fmt(r["p999"]),
                      fmt(r["max"]), fmt(r["send_p50"]), fmt(r["send_p99"]),
                      f"{r['vcsw_per_rt']:.1f}"]
-            for peer, _ in cols:
-                key = "p50_vs_futex_floor" if peer == "floor/futex" else f"p50_vs_{peer}"
-                cells.append(fmt_ratio(r[key]))
+            cells += self.peer_ratio_cells(r, cols)
             lines.append("| " + " | ".join(cells) + " |")
         return "\n".join(lines)
 
