@@ -38,12 +38,13 @@ absl::StatusOr<std::string> MessageToJson(capnp::StructSchema type,
         "not a framed Cap'n Proto message: ", FramingStatusName(reader.status())));
   }
   std::string why;
-  if (internal::CheckWholeMessage(reader, &why) != FramingStatus::kOk) {
+  capnp::AnyPointer::Reader root;
+  if (internal::CheckWholeMessage(reader, &why, &root) != FramingStatus::kOk) {
     return absl::InvalidArgumentError(absl::StrCat("malformed message: ", why));
   }
   try {
     capnp::JsonCodec codec;
-    kj::String text = codec.encode(reader.getRoot<capnp::DynamicStruct>(type));
+    kj::String text = codec.encode(root.getAs<capnp::DynamicStruct>(type));
     return std::string(text.cStr());
   } catch (const kj::Exception& e) {
     return absl::InvalidArgumentError(

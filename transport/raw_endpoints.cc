@@ -75,8 +75,7 @@ PublishResult RawPublisher::Publish(std::span<const std::byte> framed,
   if (loan.empty()) return {PublishStatus::kNoLoan};
   if (framed.size() > channel_->max_size()) return {PublishStatus::kTooLarge};
   FinishResult copied = CopyMessageIntoSlot(framed, loan, channel_->name());
-  if (copied.status == FramingStatus::kOverflow) return {PublishStatus::kTooLarge};
-  if (!copied.ok()) return {PublishStatus::kMalformed};
+  if (!copied.ok()) return {PublishStatusOf(copied)};
   uint32_t segments_minus_one = 0;
   std::memcpy(&segments_minus_one, loan.data(), sizeof(segments_minus_one));
   if (segments_minus_one != 0) return Reframe(loan, copied, times);
@@ -91,7 +90,8 @@ PublishResult RawPublisher::Reframe(std::span<std::byte> loan,
   // builder does not touch the slot until then.
   const std::span<std::byte> slot = loan.first(channel_->max_size() & ~size_t{7});
   SlotMessageReader reader(loan.first(copied.size));
-  if (internal::CheckWholeMessage(reader, nullptr) != FramingStatus::kOk) {
+  capnp::AnyPointer::Reader root;
+  if (internal::CheckWholeMessage(reader, nullptr, &root) != FramingStatus::kOk) {
     return {PublishStatus::kMalformed};
   }
   if (reframe_arena_ == nullptr) {
@@ -101,16 +101,13 @@ PublishResult RawPublisher::Reframe(std::span<std::byte> loan,
   {
     SlotMessageBuilder builder(reframe_arena_.get(), slot, channel_->name());
     try {
-      builder.setRoot(reader.getRoot<capnp::AnyPointer>());
+      builder.setRoot(root);
     } catch (const kj::Exception&) {
       return {PublishStatus::kMalformed};
     }
     rebuilt = builder.Finish();
   }
-  if (rebuilt.status == FramingStatus::kOverflow) {
-    return {PublishStatus::kTooLarge};
-  }
-  if (!rebuilt.ok()) return {PublishStatus::kMalformed};
+  if (!rebuilt.ok()) return {PublishStatusOf(rebuilt)};
   return Send(rebuilt.size, times, rebuilt.offset);
 }
 

@@ -42,6 +42,13 @@ enum class [[nodiscard]] PublishStatus {
               // typed build with a bad InitBlob (last_finish() says which)
 };
 const char* ToString(PublishStatus status);
+// What a failed build or copy means for the send: kTooLarge for kOverflow,
+// kMalformed for any other failure (kOk when it succeeded). RT-safe.
+inline PublishStatus PublishStatusOf(const FinishResult& finished) {
+  if (finished.ok()) return PublishStatus::kOk;
+  return finished.status == FramingStatus::kOverflow ? PublishStatus::kTooLarge
+                                                     : PublishStatus::kMalformed;
+}
 
 // Send times; zero fields are stamped at commit. Log replay passes the
 // recorded ones.

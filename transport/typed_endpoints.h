@@ -188,10 +188,7 @@ class Publisher {
     FinishResult finished = builder_->Finish();
     last_finish_ = finished;
     builder_.reset();
-    if (finished.status == FramingStatus::kOverflow) {
-      return {PublishStatus::kTooLarge};
-    }
-    if (!finished.ok()) return {PublishStatus::kMalformed};  // kBadBlob
+    if (!finished.ok()) return {PublishStatusOf(finished)};
     return raw_->Send(finished.size, times, finished.offset);
   }
 
