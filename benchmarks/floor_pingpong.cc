@@ -119,17 +119,11 @@ class UringSleeper {
   ~UringSleeper() {
     if (ready_) io_uring_queue_exit(&ring_);
   }
-  // The ring flags tether's port asks for, in its order of preference
-  // (loop/uring_futex_port.cc), so the floor sleeps as tether does here.
+  // With the ring flags tether's port asks for, in its order
+  // (loop::kRingFlagPreference), so the floor sleeps as tether does here.
   absl::Status Init() {
-    const unsigned attempts[] = {
-        IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
-        IORING_SETUP_SINGLE_ISSUER,
-        IORING_SETUP_COOP_TASKRUN,
-        0,
-    };
     int rc = -EINVAL;
-    for (const unsigned flags : attempts) {
+    for (const unsigned flags : loop::kRingFlagPreference) {
       io_uring_params params{};
       params.flags = flags;
       rc = io_uring_queue_init_params(8, &ring_, &params);
@@ -151,15 +145,9 @@ class UringSleeper {
   }
   // What the ring got, for the results' info line.
   std::string Describe() const {
-    std::string flags;
-    if (flags_ & IORING_SETUP_SINGLE_ISSUER) flags += "SINGLE_ISSUER|";
-    if (flags_ & IORING_SETUP_DEFER_TASKRUN) flags += "DEFER_TASKRUN|";
-    if (flags_ & IORING_SETUP_COOP_TASKRUN) flags += "COOP_TASKRUN|";
-    if (flags.empty()) flags = "none|";
-    flags.pop_back();
-    return absl::StrCat("ring flags ", flags, fd_registered_
-                                                   ? ", registered ring fd"
-                                                   : ", ring fd not registered");
+    return absl::StrCat("ring flags ", loop::RingFlagNames(flags_),
+                        fd_registered_ ? ", registered ring fd"
+                                       : ", ring fd not registered");
   }
   // One sleep: arm a futex wait for `word` == `expected` and wait for its
   // completion (at once with -EAGAIN when the word already moved).

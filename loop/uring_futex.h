@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 
 namespace tether::loop {
 
@@ -98,6 +99,31 @@ inline void PrepFutexWaitv(io_uring_sqe* sqe, const futex_waitv* waiters,
                            uint32_t count) {
   io_uring_prep_rw(kTetherIoringOpFutexWaitv, sqe, /*fd=*/0, waiters, count,
                    /*offset=*/0);
+}
+
+// The ring setup flags tether asks for, best first: a ring tries each in
+// turn while the kernel answers EINVAL (it lacks that flag). The benchmarks'
+// io_uring floor uses the same list, so it sleeps as the port does.
+inline constexpr unsigned kRingFlagPreference[] = {
+    IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+    IORING_SETUP_SINGLE_ISSUER,
+    IORING_SETUP_COOP_TASKRUN,
+    0,
+};
+
+// "SINGLE_ISSUER|DEFER_TASKRUN", ... or "none": the flags of
+// kRingFlagPreference in `flags`, for log lines. Allocates; not RT-safe.
+inline std::string RingFlagNames(unsigned flags) {
+  std::string names;
+  const auto add = [&](unsigned bit, const char* name) {
+    if ((flags & bit) == 0) return;
+    if (!names.empty()) names += '|';
+    names += name;
+  };
+  add(IORING_SETUP_SINGLE_ISSUER, "SINGLE_ISSUER");
+  add(IORING_SETUP_DEFER_TASKRUN, "DEFER_TASKRUN");
+  add(IORING_SETUP_COOP_TASKRUN, "COOP_TASKRUN");
+  return names.empty() ? "none" : names;
 }
 
 }  // namespace tether::loop

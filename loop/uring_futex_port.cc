@@ -10,21 +10,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "loop/check.h"
 #include "loop/uring_futex.h"
 
 namespace tether::loop {
 namespace {
-
-std::string FlagNames(unsigned flags) {
-  std::vector<std::string> names;
-  if (flags & IORING_SETUP_SINGLE_ISSUER) names.push_back("SINGLE_ISSUER");
-  if (flags & IORING_SETUP_DEFER_TASKRUN) names.push_back("DEFER_TASKRUN");
-  if (flags & IORING_SETUP_COOP_TASKRUN) names.push_back("COOP_TASKRUN");
-  if (names.empty()) return "none";
-  return absl::StrJoin(names, "|");
-}
 
 unsigned RoundUpPow2(unsigned n) {
   unsigned p = 1;
@@ -68,14 +58,8 @@ absl::StatusOr<std::unique_ptr<UringFutexPort>> UringFutexPort::Create(
   // eventfd, which a DEFER_TASKRUN ring signals from the futex wake handler
   // through a deferred path that 6.12.117 takes once and then never again
   // (see the header).
-  const unsigned attempts[] = {
-      IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
-      IORING_SETUP_SINGLE_ISSUER,
-      IORING_SETUP_COOP_TASKRUN,
-      0,
-  };
   int rc = -EINVAL;
-  for (unsigned flags : attempts) {
+  for (unsigned flags : kRingFlagPreference) {
     if (hard_deadlines && (flags & IORING_SETUP_DEFER_TASKRUN) != 0) continue;
     io_uring_params params;
     std::memset(&params, 0, sizeof(params));
@@ -119,7 +103,7 @@ absl::StatusOr<std::unique_ptr<UringFutexPort>> UringFutexPort::Create(
   }
   port->description_ = absl::StrCat(
       "uring_futex: ", reason, "; ring flags ",
-      FlagNames(port->setup_flags_), "; deadlines: ",
+      RingFlagNames(port->setup_flags_), "; deadlines: ",
       hard_deadlines ? "ppoll on a ring eventfd and the fds (hard timer on "
                        "PREEMPT_RT)"
                      : "io_uring wait timeout (a soft timer on PREEMPT_RT "

@@ -184,6 +184,21 @@ class BenchHarnessTest(unittest.TestCase):
                          if x["system"] == f"tether/{default}"])
         self.assertEqual(shm_left(p.pid), [])  # its huge- folder included
 
+    def test_the_io_uring_floor_says_why_when_io_uring_is_refused(self):
+        # As Docker's default seccomp profile refuses it.
+        r = subprocess.run(
+            [os.path.join(RUNFILES, "tests/util/no_io_uring"),
+             os.path.join(RUNFILES, "benchmarks/floor_pingpong"),
+             "--variant=uring", "--cases=64:touch16:20:3"],
+            capture_output=True, text=True, timeout=60)
+        results = [json.loads(line) for line in r.stdout.splitlines()
+                   if line.startswith("{")]
+        self.assertTrue(results, r.stdout + r.stderr)
+        self.assertFalse(results[0]["ok"], results[0])
+        self.assertIn("io_uring_setup failed: Operation not permitted",
+                      results[0]["error"])
+        self.assertIn("refused here", results[0]["error"])
+
     def test_bad_flags_say_what_to_do(self):
         r = self.bench("--tests", "speed")
         self.assertEqual(r.returncode, 2)

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <optional>
 #include <thread>
 
@@ -112,6 +113,17 @@ class SharedWordTest : public ::testing::Test {
   io_uring ring_;
   bool ring_open_ = false;
 };
+
+TEST(RingFlags, PreferenceEndsWithNoFlagsAndNamesWhatIsSet) {
+  EXPECT_EQ(kRingFlagPreference[0],
+            IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN);
+  EXPECT_EQ(kRingFlagPreference[std::size(kRingFlagPreference) - 1], 0u);
+  EXPECT_EQ(RingFlagNames(0), "none");
+  EXPECT_EQ(RingFlagNames(kRingFlagPreference[0]),
+            "SINGLE_ISSUER|DEFER_TASKRUN");
+  EXPECT_EQ(RingFlagNames(IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SQPOLL),
+            "COOP_TASKRUN");  // flags tether never asks for are not named
+}
 
 TEST(UringFutexSqe, WaitFillsTheKernelFieldLayout) {
   io_uring_sqe sqe;
