@@ -13,12 +13,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "shm/queue_params.h"
 
 namespace tether::transport {
-
-static_assert(kMaxDecodeRequestBytes == shm::kMaxSlotSize,
-              "a decoder request carries one slot's message");
 namespace {
 
 enum ReplyKind : uint8_t { kJson = 0, kError = 1 };

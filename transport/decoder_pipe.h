@@ -24,12 +24,13 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "shm/queue_params.h"
 
 namespace tether::transport {
 
-// The largest slot (shm::kMaxSlotSize): no message is bigger, so a larger
-// size in a request is garbage and is refused before anything is allocated.
-inline constexpr uint64_t kMaxDecodeRequestBytes = uint64_t{256} << 20;
+// The largest slot: no message is bigger, so a larger size in a request is
+// garbage and is refused before anything is allocated.
+inline constexpr uint64_t kMaxDecodeRequestBytes = shm::kMaxSlotSize;
 inline constexpr uint32_t kMaxDecodeReplyBytes = 256u << 20;
 
 // Client side. Sends one request on `fd` (SIGPIPE-free on a socket).
