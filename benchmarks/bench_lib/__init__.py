@@ -6,7 +6,8 @@
 - sessions: Bench, a run: preflight, the schedule, the runner sessions and
   their JSON lines, progress output, cleanup.
 - stats: percentiles, ratios, number formatting.
-- report: Report, the tables, the issue-12 checks and the JSON document.
+- report: Report, the tables and the JSON document.
+- targets: issue 12's ratios, from the targets pass (a mixin of Report).
 - plots: the gnuplot PNG plots of a Report.
 
 Standard library only.

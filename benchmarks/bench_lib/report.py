@@ -11,9 +11,10 @@ from bench_lib import ROOT
 from bench_lib.plots import Plots
 from bench_lib.stats import clean, fmt, fmt_ratio, ratio, summarize
 from bench_lib.systems import MODES, PLACEMENTS, human_size
+from bench_lib.targets import Targets
 
 
-class Report(Plots):
+class Report(Plots, Targets):
     def __init__(self, bench):
         self.b = bench
         self.systems = {s.key: s for s in bench.systems}
@@ -60,7 +61,7 @@ class Report(Plots):
     def sort_key(self, key):
         test, load, placement, skey, payload, mode, pongs = key
         order = [s.key for s in self.b.systems]
-        return (["latency", "fanout"].index(test), load, placement, pongs,
+        return (["latency", "fanout", "targets"].index(test), load, placement, pongs,
                 payload, MODES.index(mode),
                 order.index(skey) if skey in order else 99)
 
@@ -263,60 +264,6 @@ class Report(Plots):
                     r["mode"]) == (test, load, placement, skey, payload, mode):
                 return r
         return None
-
-    def issue12_checks(self):
-        default = self.b.probe.get("default")
-        if not default:
-            return []
-        d = f"tether/{default}"
-        fallback = "tether/futex_waitv"
-        lines = []
-
-        def check(text, num, den, what, target):
-            if num is None or den is None:
-                return
-            v = num[what] / den[what] if den[what] else float("nan")
-            verdict = ("" if target is None else
-                       f" (target <= {target}x): " +
-                       ("met" if v <= target else "NOT met"))
-            lines.append(f"- {text}: {num[what]:.1f} / {den[what]:.1f} us = "
-                         f"**{v:.2f}x**{verdict}")
-
-        for pl in ("1cpu", "2cpu"):
-            name = PLACEMENTS[pl][0]
-            check(f"{name}: {default} 1 MiB touch16 p50 / 64 B p50",
-                  self.find(pl, d, 1048576, "touch16"),
-                  self.find(pl, d, 64, "touch16"), "p50", 1.3)
-            check(f"{name}: {default} 1 MiB full p50 / raw-shm memcpy ping-pong "
-                  "1 MiB p50", self.find(pl, d, 1048576, "full"),
-                  self.find(pl, "floor/futex", 1048576, "full"), "p50", 1.2)
-            check(f"{name}: {default} with huge pages, 1 MiB full p50 / the "
-                  "memcpy ping-pong on the same memory",
-                  self.find(pl, d + "+huge", 1048576, "full"),
-                  self.find(pl, "floor/futex+huge", 1048576, "full"), "p50",
-                  1.2)
-            check(f"{name}: fallback (futex_waitv) 64 B p50 / raw futex p50",
-                  self.find(pl, fallback, 64, "touch16"),
-                  self.find(pl, "floor/futex", 64, "touch16"), "p50", 1.5)
-            check(f"{name}: {default} 64 B p50 / raw futex p50",
-                  self.find(pl, d, 64, "touch16"),
-                  self.find(pl, "floor/futex", 64, "touch16"), "p50",
-                  1.3 if pl == "1cpu" else 1.1)
-            if pl == "2cpu":
-                check(f"{name}: {default} 64 B p99 / raw futex p99",
-                      self.find(pl, d, 64, "touch16"),
-                      self.find(pl, "floor/futex", 64, "touch16"), "p99", 1.5)
-            # No target: the 64 B ratio split into the kernel's io_uring wake
-            # path and tether's own work on top of it.
-            check(f"{name}: io_uring futex floor 64 B p50 / raw futex p50 "
-                  "(the mechanism; for reference)",
-                  self.find(pl, "floor/uring", 64, "touch16"),
-                  self.find(pl, "floor/futex", 64, "touch16"), "p50", None)
-            check(f"{name}: {default} 64 B p50 / io_uring futex floor p50 "
-                  "(tether's own work; for reference)",
-                  self.find(pl, d, 64, "touch16"),
-                  self.find(pl, "floor/uring", 64, "touch16"), "p50", None)
-        return lines
 
     # --- json ---
 

@@ -15,7 +15,9 @@ import time
 
 from bench_lib.processes import (Interrupted, Processes, dds_config,
                                  dies_with_us, sweep_stale)
-from bench_lib.systems import PAYLOADS, PLACEMENTS, Plan, make_systems
+from bench_lib.stats import summarize
+from bench_lib.systems import (PAYLOADS, PLACEMENTS, Plan, make_systems,
+                               target_keys)
 
 
 class Bench(Processes):
@@ -41,6 +43,10 @@ class Bench(Processes):
         self.ros_env = None
         self.dds_domain = random.randint(1, 200)
         self.latency = {}     # key -> accumulated samples
+        # The targets pass, per round: (placement, system key, payload, mode)
+        # -> {round: {"p50": us, "p99": us}}, so a ratio can be taken between
+        # sessions that ran next to each other.
+        self.target_rounds = {}
         self.throughput = {}  # key -> list of results
         self.failures = {}    # (system key, test) -> reason
         self.infos = {}       # system key -> info line from its runner
@@ -147,7 +153,8 @@ class Bench(Processes):
         self.sessions_done += 1
         self.progress(f"{label}  {system.label}")
         _, ping_cpu, pong_cpu = PLACEMENTS[placement]
-        extra = [f"--test={test}", f"--ping_cpu={ping_cpu}",
+        runner_test = "latency" if test == "targets" else test
+        extra = [f"--test={runner_test}", f"--ping_cpu={ping_cpu}",
                  f"--pong_cpu={pong_cpu}", f"--timeout_s={timeout_s}"] + extra
         if test != "throughput" and self.plan.case_budget_ms:
             extra.append(f"--case_budget_ms={self.plan.case_budget_ms}")
@@ -209,6 +216,13 @@ class Bench(Processes):
         acc["ivcsw"] += sw["ping"][1] + sum(p[1] for p in sw["pong"])
         acc["rts"] += line["samples"]
 
+    def add_target_round(self, placement, system, rnd, line):
+        st = summarize(line["rtt_ns"], 2.0)
+        if st is not None:
+            key = (placement, system.key, line["payload"], line["mode"])
+            self.target_rounds.setdefault(key, {})[rnd] = {
+                "p50": st["p50"], "p99": st["p99"]}
+
     def runnable(self, system, test, placement):
         if system.unavailable or test not in system.tests:
             return False
@@ -232,7 +246,7 @@ class Bench(Processes):
                             sessions.append(("latency", False, placement, s,
                                              [f"--cases={lat_cases}"],
                                              f"latency {PLACEMENTS[placement][0]} "
-                                             f"round {r + 1}/{plan.rounds}"))
+                                             f"round {r + 1}/{plan.rounds}", r))
         if "fanout" in tests:
             n = max(1, plan.fanout_samples // max(1, min(plan.rounds, 2)))
             rounds = min(plan.rounds, 2)
@@ -250,7 +264,7 @@ class Bench(Processes):
                                     [f"--pongs={k}",
                                      f"--cases=64:touch16:{n}:{max(3, n // 10)}"],
                                     f"fan-out {k} {PLACEMENTS[placement][0]} "
-                                    f"round {r + 1}/{rounds}"))
+                                    f"round {r + 1}/{rounds}", r))
         if "throughput" in tests:
             for placement in plan.throughput_placements:
                 if placement not in self.placements:
@@ -261,7 +275,7 @@ class Bench(Processes):
                             "throughput", False, placement, s,
                             [f"--phase_ms={plan.phase_ms}",
                              f"--max_rate={plan.max_rate:.0f}"],
-                            f"throughput {PLACEMENTS[placement][0]}"))
+                            f"throughput {PLACEMENTS[placement][0]}", 0))
         if "load" in tests and (os.cpu_count() or 1) >= 2:
             # One round's worth of samples per row.
             cases = plan.cases(plan.load_payloads, plan.rounds)
@@ -270,7 +284,27 @@ class Bench(Processes):
                     if self.runnable(s, "latency", placement):
                         sessions.append(("latency", True, placement, s,
                                          [f"--cases={cases}"],
-                                         f"latency + load {PLACEMENTS[placement][0]}"))
+                                         f"latency + load {PLACEMENTS[placement][0]}", 0))
+        if "targets" in tests:
+            # Issue 12's ratios compare tether with the floors. The host's
+            # noise drifts over seconds (a 2-CPU floor moved from 21 to 30 us
+            # within a minute), so the systems compared run here in many
+            # short rounds, next to each other, in an order that rotates each
+            # round so no system always follows the same one.
+            keys = target_keys(self.probe.get("default"))
+            chosen = [s for s in self.systems if s.key in keys]
+            cases = plan.target_cases()
+            for r in range(plan.target_rounds):
+                turn = chosen[r % len(chosen):] + chosen[:r % len(chosen)] \
+                    if chosen else []
+                for placement in self.placements:
+                    for s in turn:
+                        if self.runnable(s, "latency", placement):
+                            sessions.append((
+                                "targets", False, placement, s,
+                                [f"--cases={cases}"],
+                                f"targets {PLACEMENTS[placement][0]} "
+                                f"round {r + 1}/{plan.target_rounds}", r))
         return sessions
 
     def run(self):
@@ -280,7 +314,7 @@ class Bench(Processes):
         self.note(f"{len(sessions)} sessions ({self.plan.mode}); "
                   f"kernel {self.probe.get('kernel')}, default wake backend "
                   f"{self.probe.get('default')}")
-        for test, load, placement, system, extra, label in sessions:
+        for test, load, placement, system, extra, label, rnd in sessions:
             if (system.key, test) in self.failures:
                 continue  # it failed once: do not spend the run on it
             if load:
@@ -297,6 +331,8 @@ class Bench(Processes):
                     self.throughput.setdefault((placement, system.key), []).append(line)
                 elif line.get("ok"):
                     self.add_latency(test, load, placement, system, line)
+                    if test == "targets":
+                        self.add_target_round(placement, system, rnd, line)
         if sys.stderr.isatty():
             sys.stderr.write("\r\033[K")
         self.elapsed = time.monotonic() - self.started

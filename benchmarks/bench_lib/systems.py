@@ -107,6 +107,8 @@ class Plan:
             self.max_rate = 8000
             self.load_payloads = [64]
             self.load_placements = ["2cpu"]
+            self.target_rounds = 1
+            self.target_samples = {64: 20, 1048576: 5}
         elif mode == "quick":
             self.rounds = 2
             self.samples = {64: 1000, 4096: 400, 65536: 300, 1048576: 100,
@@ -120,6 +122,8 @@ class Plan:
             self.max_rate = 4e6
             self.load_payloads = [64]
             self.load_placements = ["1cpu", "2cpu"]
+            self.target_rounds = 6
+            self.target_samples = {64: 800, 1048576: 150}
         else:
             self.rounds = 3
             self.samples = {64: 6000, 4096: 3000, 65536: 2100, 1048576: 900,
@@ -133,6 +137,17 @@ class Plan:
             self.max_rate = 4e6
             self.load_payloads = PAYLOADS
             self.load_placements = ["1cpu", "2cpu"]
+            self.target_rounds = 12
+            self.target_samples = {64: 2000, 1048576: 300}
+
+    def target_cases(self):
+        """The cases issue 12's targets compare: 64 B, 1 MiB touch16, 1 MiB
+        full, each session's share of target_samples."""
+        out = []
+        for p, m in ((64, "touch16"), (1048576, "touch16"), (1048576, "full")):
+            n = self.target_samples[p]
+            out.append(f"{p}:{m}:{n}:{max(3, min(100, n // 10))}")
+        return ",".join(out)
 
     def cases(self, payloads, rounds):
         out = []
@@ -142,6 +157,14 @@ class Plan:
                 w = max(3, min(100, n // 10))
                 out.append(f"{p}:{m}:{n}:{w}")
         return ",".join(out)
+
+
+def target_keys(default):
+    """The systems issue 12's targets compare, measured in the targets pass:
+    tether's default and fallback backends, the huge-page configuration and
+    the floors each is held against."""
+    return [f"tether/{default}", "tether/futex_waitv", f"tether/{default}+huge",
+            "floor/futex", "floor/futex+huge", "floor/uring"]
 
 
 PLACEMENTS = {

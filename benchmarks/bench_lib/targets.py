@@ -1,0 +1,92 @@
+"""Issue 12's full-path targets: the ratios the issue asks for, from the
+targets pass (the systems compared, side by side in many short rounds) or,
+when it did not run, from the latency rows. A mixin of Report (it uses
+Report.find and the Bench's plan and per-round results)."""
+
+from bench_lib.systems import PLACEMENTS
+
+
+class Targets:
+    def issue12_checks(self):
+        default = self.b.probe.get("default")
+        if not default:
+            return []
+        d = f"tether/{default}"
+        fallback = "tether/futex_waitv"
+        # The targets pass when it ran (the systems side by side in many short
+        # rounds), else the latency rows.
+        test = ("targets" if any(r["test"] == "targets" for r in self.rows)
+                else "latency")
+        lines = []
+
+        def check(text, num, den, what, target):
+            a, b = (self.find(pl, k, p, m, test=test) for k, p, m in (num, den))
+            if a is None or b is None:
+                return
+            v = a[what] / b[what] if b[what] else float("nan")
+            verdict = ("" if target is None else
+                       f" (target <= {target}x): " +
+                       ("met" if v <= target else "NOT met"))
+            spread = (self.round_spread(pl, num, den, what, target)
+                      if test == "targets" else "")
+            lines.append(f"- {text}: {a[what]:.1f} / {b[what]:.1f} us = "
+                         f"**{v:.2f}x**{verdict}{spread}")
+
+        for pl in ("1cpu", "2cpu"):
+            name = PLACEMENTS[pl][0]
+            check(f"{name}: {default} 1 MiB touch16 p50 / 64 B p50",
+                  (d, 1048576, "touch16"), (d, 64, "touch16"), "p50", 1.3)
+            check(f"{name}: {default} 1 MiB full p50 / raw-shm memcpy ping-pong "
+                  "1 MiB p50", (d, 1048576, "full"),
+                  ("floor/futex", 1048576, "full"), "p50", 1.2)
+            check(f"{name}: {default} with huge pages, 1 MiB full p50 / the "
+                  "memcpy ping-pong on the same memory",
+                  (d + "+huge", 1048576, "full"),
+                  ("floor/futex+huge", 1048576, "full"), "p50", 1.2)
+            check(f"{name}: fallback (futex_waitv) 64 B p50 / raw futex p50",
+                  (fallback, 64, "touch16"), ("floor/futex", 64, "touch16"),
+                  "p50", 1.5)
+            check(f"{name}: {default} 64 B p50 / raw futex p50",
+                  (d, 64, "touch16"), ("floor/futex", 64, "touch16"), "p50",
+                  1.3 if pl == "1cpu" else 1.1)
+            if pl == "2cpu":
+                check(f"{name}: {default} 64 B p99 / raw futex p99",
+                      (d, 64, "touch16"), ("floor/futex", 64, "touch16"),
+                      "p99", 1.5)
+            # No target: the 64 B ratio split into the kernel's io_uring wake
+            # path and tether's own work on top of it.
+            check(f"{name}: io_uring futex floor 64 B p50 / raw futex p50 "
+                  "(the mechanism; for reference)",
+                  ("floor/uring", 64, "touch16"), ("floor/futex", 64, "touch16"),
+                  "p50", None)
+            check(f"{name}: {default} 64 B p50 / io_uring futex floor p50 "
+                  "(tether's own work; for reference)",
+                  (d, 64, "touch16"), ("floor/uring", 64, "touch16"), "p50",
+                  None)
+        if lines:
+            lines.insert(0, self.targets_preamble(test))
+        return lines
+
+    def targets_preamble(self, test):
+        if test != "targets":
+            return ("(from the latency rows above: the targets pass did not "
+                    "run)\n")
+        plan = self.b.plan
+        return (f"From the targets pass: the systems compared ran side by side "
+                f"in {plan.target_rounds} short rounds (their order rotating), "
+                f"{plan.target_samples[64]} round trips of 64 B and "
+                f"{plan.target_samples[1048576]} of 1 MiB per session; each "
+                "ratio is of the pooled samples, and \"rounds\" gives the same "
+                "ratio within each round (min-max) and in how many rounds it "
+                "met the target.\n")
+
+    def round_spread(self, pl, num, den, what, target):
+        per = self.b.target_rounds
+        a = per.get((pl,) + num, {})
+        b = per.get((pl,) + den, {})
+        rs = [a[r][what] / b[r][what] for r in sorted(a) if r in b and b[r][what]]
+        if not rs:
+            return ""
+        met = "" if target is None else \
+            f", met in {sum(v <= target for v in rs)} of {len(rs)}"
+        return f"; rounds {min(rs):.2f}-{max(rs):.2f}x{met}"
