@@ -65,10 +65,27 @@ done
 failed=0
 # What the fuzzers make (channels, folders: tests/fuzz/fuzz_scratch.h) goes
 # into a scratch folder per run, removed when the fuzzer has exited however
-# it exited (libFuzzer's exits skip the targets' own clean-up), and when
-# this script is interrupted.
-scratch=""
-trap 'if [ -n "$scratch" ]; then rm -rf "$scratch"; fi' EXIT
+# it exited (libFuzzer's exits skip the targets' own clean-up). A SIGTERM,
+# SIGINT or SIGHUP to this script stops the running fuzzer first and waits
+# for it, so no fuzzer is left running in a folder that was removed under it.
+scratch="" fuzzer_pid=""
+stop_fuzzer() {
+  if [ -n "$fuzzer_pid" ]; then
+    kill -TERM "$fuzzer_pid" 2>/dev/null || true
+    wait "$fuzzer_pid" 2>/dev/null || true
+    fuzzer_pid=""
+  fi
+}
+on_signal() {
+  stop_fuzzer
+  echo "run_fuzz: stopped by SIG$1; the running fuzzer was stopped first" >&2
+  [ -n "$results" ] && [ -n "${t:-}" ] && echo "FAIL fuzz_$t" >>"$results"
+  exit "$2"
+}
+trap 'on_signal INT 130' INT
+trap 'on_signal TERM 143' TERM
+trap 'on_signal HUP 129' HUP
+trap 'stop_fuzzer; if [ -n "$scratch" ]; then rm -rf "$scratch"; fi' EXIT
 for t in "${targets[@]}"; do
   corpus="$root/tests/fuzz/corpus/$t"
   work="$(mktemp -d)"
@@ -84,10 +101,16 @@ for t in "${targets[@]}"; do
   max_len=4096
   [ "$t" = mcap_log ] && max_len=16384
   set +e
-  (cd "$work" && "$bin/tests/fuzz/${t}_fuzzer" -max_total_time="$time_s" \
+  # In the background, so that this script's traps run while it waits (a
+  # foreground child would delay them until it exited); the fuzzer itself
+  # is stopped by on_signal.
+  (cd "$work" && exec "$bin/tests/fuzz/${t}_fuzzer" -max_total_time="$time_s" \
      -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" -print_final_stats=1 \
-     -artifact_prefix="$work/findings/" "$work/corpus" >"$log" 2>&1)
+     -artifact_prefix="$work/findings/" "$work/corpus" >"$log" 2>&1) &
+  fuzzer_pid=$!
+  wait "$fuzzer_pid"
   rc=$?
+  fuzzer_pid=""
   set -e
   runs="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)"
   edges="$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || echo 0)"
