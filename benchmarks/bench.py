@@ -71,7 +71,7 @@ def parse_args(argv):
                         "the systems issue 12's ratios compare, in many "
                         "short rounds side by side)")
     p.add_argument("--rounds", type=int, default=0,
-                   help="rounds of alternating sessions (default: 3, quick 2; "
+                   help="rounds of alternating sessions (default: 6, quick 2; "
                         "the targets pass keeps its own: 12, quick 6)")
     p.add_argument("--samples", type=int, default=0,
                    help="round trips per case and session (overrides the "

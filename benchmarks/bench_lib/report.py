@@ -61,8 +61,8 @@ class Report(Plots, Targets):
     def sort_key(self, key):
         test, load, placement, skey, payload, mode, pongs = key
         order = [s.key for s in self.b.systems]
-        return (["latency", "fanout", "targets"].index(test), load, placement, pongs,
-                payload, MODES.index(mode),
+        return (["latency", "fanout", "targets"].index(test), load, placement,
+                pongs, payload, MODES.index(mode),
                 order.index(skey) if skey in order else 99)
 
     # --- markdown ---

@@ -277,8 +277,8 @@ class Bench(Processes):
                              f"--max_rate={plan.max_rate:.0f}"],
                             f"throughput {PLACEMENTS[placement][0]}", 0))
         if "load" in tests and (os.cpu_count() or 1) >= 2:
-            # One round's worth of samples per row.
-            cases = plan.cases(plan.load_payloads, plan.rounds)
+            # A third of the latency rows' samples (at most), in one session.
+            cases = plan.cases(plan.load_payloads, min(plan.rounds, 3))
             for placement in plan.load_placements:
                 for s in self.systems:
                     if self.runnable(s, "latency", placement):

@@ -125,7 +125,7 @@ class Plan:
             self.target_rounds = 6
             self.target_samples = {64: 800, 1048576: 150}
         else:
-            self.rounds = 3
+            self.rounds = 6
             self.samples = {64: 6000, 4096: 3000, 65536: 2100, 1048576: 900,
                             4194304: 300}
             self.payloads = PAYLOADS
