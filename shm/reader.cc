@@ -76,15 +76,34 @@ void Reader::Release() {
   // process with write access to the reader-state file): then what the
   // caller read may have been overwritten meanwhile. Counted, never
   // silent (layout.h, "What the reader-state file cannot do").
+  //
+  // While our bit stays set no claim passes its pin check (Dekker with
+  // TryTake's pin-then-check), so the slot is in one of three states that
+  // never wrote its bytes: still message r; kFree (a publisher evicted it
+  // from the ring, found it pinned and freed it for whoever claims it once
+  // it is unpinned; or a sweep freed it); Owned and not pending (a claimer
+  // between its state change and its pin check, about to hand it back).
+  // Counting kFree as overwritten reported every callback that outlived
+  // queue_depth sends as a hostile pin clear. With our bit gone, only
+  // message r itself proves the bytes untouched. (A bit cleared and set
+  // again by another process is not seen.)
+  // acquire: the caller's reads of the slot come before these loads.
   std::atomic_thread_fence(std::memory_order_acquire);
-  if (!internal::HoldsMessage(channel_->slot_header(pinned_slot_)->state.load(
-                                  std::memory_order_relaxed),
-                              pinned_index_)) {
+  std::atomic<uint64_t>* pins = channel_->pin_word(pinned_slot_);
+  const bool still_pinned =
+      (pins->load(std::memory_order_relaxed) & bit_) != 0;
+  const uint64_t state =
+      channel_->slot_header(pinned_slot_)->state.load(std::memory_order_relaxed);
+  const bool handed_back =
+      state == internal::kFree ||
+      (internal::IsOwnedOrPending(state) && !internal::IsPending(state));
+  if (!internal::HoldsMessage(state, pinned_index_) &&
+      !(still_pinned && handed_back)) {
     ++overwritten_while_read_;
   }
   // release: our reads of the slot happen before a publisher that sees the
   // bit cleared (seq_cst load) reuses it.
-  channel_->pin_word(pinned_slot_)->fetch_and(~bit_, std::memory_order_release);
+  pins->fetch_and(~bit_, std::memory_order_release);
   pinned_slot_ = -1;
 }
 

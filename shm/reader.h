@@ -77,10 +77,11 @@ class Reader {
   ReadStatus Latest(MessageView* view);
 
   // Unpins the current view (no-op when unpinned). First checks that the
-  // slot still holds the message: if not, another process cleared this
-  // reader's pin (layout.h) and what was read in place may be torn; that
-  // is counted in overwritten_while_read(). RT-safe: two atomic loads and
-  // one RMW.
+  // slot was not reused while pinned (its pin bit still set and the slot
+  // holding the message, or freed or handed back by a claimer that saw the
+  // pin): if it was, another process cleared this reader's pin (layout.h)
+  // and what was read in place may be torn; that is counted in
+  // overwritten_while_read(). RT-safe: two atomic loads and one RMW.
   void Release();
 
   // True if Next() would not return kNothingNew (a message, a loss or

@@ -331,6 +331,36 @@ TEST_P(ConformanceTest, LostMessagesAreReportedExactly) {
   EXPECT_EQ(loop->watcher_stats(0).missed, 16u);
 }
 
+TEST_P(ConformanceTest, ACallbackThatOutlivesTheQueueReadsItsMessageIntact) {
+  // The callback's message is pinned: while it runs, 24 sends into the
+  // depth-8 channel evict it from the ring, and its slot must neither be
+  // reused nor be counted as overwritten (which the loop reports as another
+  // process clearing pins).
+  EventLoop* loop = harness_->MakeLoop("node");
+  auto sender = loop->MakeSender<Scalars>("/test/a");
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  std::vector<int64_t> got;
+  auto watcher = loop->MakeWatcher<Scalars>(
+      "/test/a", [&](Scalars::Reader m, const MessageContext&) {
+        const int64_t before = m.getI64();
+        if (before == 0) {
+          for (int i = 1; i <= 24; ++i) SendScalar(sender->get(), i);
+        }
+        EXPECT_EQ(m.getI64(), before);
+        got.push_back(before);
+      });
+  ASSERT_TRUE(watcher.ok()) << watcher.status();
+  loop->AddTimer([&] { SendScalar(sender->get(), 0); })
+      ->Schedule(loop->monotonic_now() + Ms(1));
+  harness_->RunFor(Ms(20));
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(got.front(), 0);
+  EXPECT_EQ(got.back(), 24);
+  EXPECT_EQ((*watcher)->stats().overwritten_while_read, 0u);
+  EXPECT_EQ((*watcher)->stats().missed, 16u);
+  EXPECT_FALSE((*watcher)->stats().corrupt);
+}
+
 TEST_P(ConformanceTest, FetcherPullsLatestAndNext) {
   EventLoop* loop = harness_->MakeLoop("node");
   auto sender = loop->MakeSender<Scalars>("/test/a");

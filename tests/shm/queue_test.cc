@@ -176,9 +176,15 @@ TEST_F(QueueTest, PinnedMessageIsNeverOverwritten) {
   ASSERT_TRUE(CheckPattern(v.data, &h));
   EXPECT_EQ(h.sequence, 0u);
   reader->Release();
+  // Evicted from the ring while pinned (the slot was marked free, to be
+  // claimed once unpinned), but never overwritten: not counted as
+  // overwritten while read (which the loop reports as a hostile pin clear).
+  EXPECT_EQ(reader->overwritten_while_read(), 0u);
   ASSERT_EQ(reader->Next(&v), ReadStatus::kOk);
   EXPECT_EQ(v.queue_index, 96u);
   EXPECT_EQ(v.missed, 95u);
+  reader->Release();
+  EXPECT_EQ(reader->overwritten_while_read(), 0u);
 }
 
 TEST_F(QueueTest, UnpinnedViewDetectsOverwrite) {
@@ -279,6 +285,10 @@ TEST_F(QueueTest, EveryPinningReaderCanHoldASlotWhilePublishersKeepSending) {
   EXPECT_EQ(h.sequence, 1u);
   ASSERT_TRUE(CheckPattern(views[2].data, &h));
   EXPECT_EQ(h.sequence, 3u);
+  for (auto& r : readers) {
+    r->Release();
+    EXPECT_EQ(r->overwritten_while_read(), 0u);
+  }
 }
 
 TEST_F(QueueTest, SendBumpsTheWakeWordAndWakesASleeper) {

@@ -182,7 +182,21 @@ inline int ReaderMain(const ChannelOptions& options, const std::string& name,
     if (slow && rng() % 32 == 0) {
       timespec ts{0, static_cast<long>(rng() % 300'000)};
       ::nanosleep(&ts, nullptr);  // holding the pin meanwhile
+      // The publishers went on; the pinned message must still be whole.
+      PatternHeader h;
+      if (!CheckPattern(v.data, &h)) {
+        board->Fail(absl::StrCat("reader: pinned message ", v.queue_index,
+                                 " changed while pinned"));
+        return 1;
+      }
     }
+  }
+  // Nobody cleared pins here: no read may count as overwritten.
+  (*reader)->Release();
+  if ((*reader)->overwritten_while_read() != 0) {
+    board->Fail(absl::StrCat("reader: ", (*reader)->overwritten_while_read(),
+                             " pinned reads counted as overwritten"));
+    return 1;
   }
   rep.received = checker.received();
   rep.missed = checker.missed();
