@@ -110,8 +110,10 @@
 // never corrupt the data file or crash a publisher. Pin bits one reader
 // clears of another are not prevented (a shared word per slot keeps sends
 // O(1) in readers): the victim's slot may be reused under it, and a pinned
-// reader detects that when it lets go (Reader::Release checks the slot
-// still holds its message and counts overwritten_while_read).
+// reader detects that when it lets go (Reader::Release counts
+// overwritten_while_read when its bit is gone and the slot no longer holds
+// its message, or when the slot holds another message; a slot freed or
+// handed back while the bit stayed set was never written).
 //
 // Read (cursor r): e = ring[r] (acquire).
 //   tag == r          pin the slot, check its state is message r (or
