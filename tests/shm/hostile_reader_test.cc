@@ -121,6 +121,41 @@ TEST_F(HostileReader, ClearedPinIsDetectedByTheReaderItWasTakenFrom) {
   EXPECT_FALSE(channel_->corrupt());
 }
 
+TEST_F(HostileReader, AClearedPinIsCountedEvenWhenTheReusedSlotEndsUpFree) {
+  // A freed slot under a pin still set is not an overwrite (the publisher
+  // found it pinned); under a pin that was cleared it may be one. Here the
+  // victim's slot is reused, pinned by another reader, evicted and freed:
+  // the victim still counts it, the other reader does not.
+  auto victim = Reader::Create(channel_.get(), {.pin = true});
+  auto other = Reader::Create(channel_.get(), {.pin = true});
+  ASSERT_TRUE(victim.ok() && other.ok());
+  ASSERT_EQ(Send(0), SendStatus::kOk);
+  MessageView v;
+  ASSERT_EQ((*victim)->Next(&v), ReadStatus::kOk);
+  const uint32_t s = v.slot;
+  in::ChannelAccess::pin_word(*channel_, s)->store(0);  // the hostile clear
+  auto state = [&] {
+    return in::ChannelAccess::slot_header(*channel_, s)->state.load();
+  };
+  uint64_t seq = 1;
+  for (; !(in::IsMessage(state()) && state() > 0); ++seq) {
+    ASSERT_LT(seq, 100u) << "the victim's slot was never reused";
+    ASSERT_EQ(Send(seq), SendStatus::kOk);
+  }
+  MessageView w;
+  ASSERT_EQ((*other)->Latest(&w), ReadStatus::kOk);
+  ASSERT_EQ(w.slot, s);
+  for (int i = 0; i < 2 * static_cast<int>(kParams.queue_depth); ++i) {
+    ASSERT_EQ(Send(seq++), SendStatus::kOk);
+  }
+  EXPECT_EQ(state(), in::kFree);  // evicted while `other` pins it
+  (*victim)->Release();
+  EXPECT_EQ((*victim)->overwritten_while_read(), 1u);
+  (*other)->Release();
+  EXPECT_EQ((*other)->overwritten_while_read(), 0u);
+  EXPECT_FALSE(channel_->corrupt());
+}
+
 TEST_F(HostileReader, GarbageInTheWholeReaderStateNeverCorruptsTheData) {
   std::mt19937_64 rng(5);
   auto* state =
