@@ -75,7 +75,8 @@ def parse_args(argv):
                         "the targets pass keeps its own: 12, quick 6)")
     p.add_argument("--samples", type=int, default=0,
                    help="round trips per case and session (overrides the "
-                        "plan's per-payload counts)")
+                        "plan's per-payload counts; the targets pass keeps "
+                        "its own)")
     p.add_argument("--spin-us", type=int, default=100,
                    help="tether's spin before sleeping in the +spin rows "
                         "(default 100)")
