@@ -19,8 +19,9 @@ class Targets:
                 else "latency")
         lines = []
 
-        def check(text, num, den, what, target):
-            a, b = (self.find(pl, k, p, m, test=test) for k, p, m in (num, den))
+        def check(pl, text, num, den, what, target):
+            a, b = (self.find(pl, k, p, m, test=test)
+                    for k, p, m in (num, den))
             if a is None or b is None:
                 return
             v = a[what] / b[what] if b[what] else float("nan")
@@ -29,40 +30,36 @@ class Targets:
                        ("met" if v <= target else "NOT met"))
             spread = (self.round_spread(pl, num, den, what, target)
                       if test == "targets" else "")
-            lines.append(f"- {text}: {a[what]:.1f} / {b[what]:.1f} us = "
-                         f"**{v:.2f}x**{verdict}{spread}")
+            lines.append(f"- {PLACEMENTS[pl][0]}: {text}: {a[what]:.1f} / "
+                         f"{b[what]:.1f} us = **{v:.2f}x**{verdict}{spread}")
 
+        tiny = (d, 64, "touch16")
+        futex = ("floor/futex", 64, "touch16")
         for pl in ("1cpu", "2cpu"):
-            name = PLACEMENTS[pl][0]
-            check(f"{name}: {default} 1 MiB touch16 p50 / 64 B p50",
-                  (d, 1048576, "touch16"), (d, 64, "touch16"), "p50", 1.3)
-            check(f"{name}: {default} 1 MiB full p50 / raw-shm memcpy ping-pong "
+            check(pl, f"{default} 1 MiB touch16 p50 / 64 B p50",
+                  (d, 1048576, "touch16"), tiny, "p50", 1.3)
+            check(pl, f"{default} 1 MiB full p50 / raw-shm memcpy ping-pong "
                   "1 MiB p50", (d, 1048576, "full"),
                   ("floor/futex", 1048576, "full"), "p50", 1.2)
-            check(f"{name}: {default} with huge pages, 1 MiB full p50 / the "
+            check(pl, f"{default} with huge pages, 1 MiB full p50 / the "
                   "memcpy ping-pong on the same memory",
                   (d + "+huge", 1048576, "full"),
                   ("floor/futex+huge", 1048576, "full"), "p50", 1.2)
-            check(f"{name}: fallback (futex_waitv) 64 B p50 / raw futex p50",
-                  (fallback, 64, "touch16"), ("floor/futex", 64, "touch16"),
-                  "p50", 1.5)
-            check(f"{name}: {default} 64 B p50 / raw futex p50",
-                  (d, 64, "touch16"), ("floor/futex", 64, "touch16"), "p50",
-                  1.3 if pl == "1cpu" else 1.1)
+            check(pl, "fallback (futex_waitv) 64 B p50 / raw futex p50",
+                  (fallback, 64, "touch16"), futex, "p50", 1.5)
+            check(pl, f"{default} 64 B p50 / raw futex p50", tiny, futex,
+                  "p50", 1.3 if pl == "1cpu" else 1.1)
             if pl == "2cpu":
-                check(f"{name}: {default} 64 B p99 / raw futex p99",
-                      (d, 64, "touch16"), ("floor/futex", 64, "touch16"),
+                check(pl, f"{default} 64 B p99 / raw futex p99", tiny, futex,
                       "p99", 1.5)
             # No target: the 64 B ratio split into the kernel's io_uring wake
             # path and tether's own work on top of it.
-            check(f"{name}: io_uring futex floor 64 B p50 / raw futex p50 "
-                  "(the mechanism; for reference)",
-                  ("floor/uring", 64, "touch16"), ("floor/futex", 64, "touch16"),
-                  "p50", None)
-            check(f"{name}: {default} 64 B p50 / io_uring futex floor p50 "
+            check(pl, "io_uring futex floor 64 B p50 / raw futex p50 (the "
+                  "mechanism; for reference)",
+                  ("floor/uring", 64, "touch16"), futex, "p50", None)
+            check(pl, f"{default} 64 B p50 / io_uring futex floor p50 "
                   "(tether's own work; for reference)",
-                  (d, 64, "touch16"), ("floor/uring", 64, "touch16"), "p50",
-                  None)
+                  tiny, ("floor/uring", 64, "touch16"), "p50", None)
         if lines:
             lines.insert(0, self.targets_preamble(test))
         return lines
@@ -72,19 +69,20 @@ class Targets:
             return ("(from the latency rows above: the targets pass did not "
                     "run)\n")
         plan = self.b.plan
-        return (f"From the targets pass: the systems compared ran side by side "
-                f"in {plan.target_rounds} short rounds (their order rotating), "
-                f"{plan.target_samples[64]} round trips of 64 B and "
-                f"{plan.target_samples[1048576]} of 1 MiB per session; each "
-                "ratio is of the pooled samples, and \"rounds\" gives the same "
-                "ratio within each round (min-max) and in how many rounds it "
-                "met the target.\n")
+        return (f"From the targets pass: the systems compared ran side by "
+                f"side in {plan.target_rounds} short rounds (their order "
+                f"rotating), {plan.target_samples[64]} round trips of 64 B "
+                f"and {plan.target_samples[1048576]} of 1 MiB per session; "
+                "each ratio is of the pooled samples, and \"rounds\" gives "
+                "the same ratio within each round (min-max) and in how many "
+                "rounds it met the target.\n")
 
     def round_spread(self, pl, num, den, what, target):
         per = self.b.target_rounds
         a = per.get((pl,) + num, {})
         b = per.get((pl,) + den, {})
-        rs = [a[r][what] / b[r][what] for r in sorted(a) if r in b and b[r][what]]
+        rs = [a[r][what] / b[r][what] for r in sorted(a)
+              if r in b and b[r][what]]
         if not rs:
             return ""
         met = "" if target is None else \
