@@ -122,23 +122,16 @@ class UringSleeper {
   // With the ring flags tether's port asks for, in its order
   // (loop::kRingFlagPreference), so the floor sleeps as tether does here.
   absl::Status Init() {
-    int rc = -EINVAL;
-    for (const unsigned flags : loop::kRingFlagPreference) {
-      io_uring_params params{};
-      params.flags = flags;
-      rc = io_uring_queue_init_params(8, &ring_, &params);
-      if (rc == 0) {
-        flags_ = params.flags;
-        break;
-      }
-      if (rc != -EINVAL) break;  // refused for another reason: report it
-    }
+    io_uring_params got{};
+    const int rc = loop::QueueInitPreferred(8, &ring_, io_uring_params{},
+                                            /*skip=*/0, &got);
     if (rc < 0) {
       return absl::UnavailableError(absl::StrCat(
           "io_uring_setup failed: ", std::strerror(-rc),
           " (io_uring absent, disabled or refused here)"));
     }
     ready_ = true;
+    flags_ = got.flags;
     // As tether's ring does: io_uring_enter then skips the fd look-up.
     fd_registered_ = io_uring_register_ring_fd(&ring_) == 1;
     return absl::OkStatus();

@@ -7,6 +7,7 @@
 #include <linux/futex.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <string>
 
@@ -110,6 +111,26 @@ inline constexpr unsigned kRingFlagPreference[] = {
     IORING_SETUP_COOP_TASKRUN,
     0,
 };
+
+// Sets up `ring` with `entries` SQEs (`params` as given: extra flags such
+// as IORING_SETUP_CQSIZE and its cq_entries), trying each set of
+// kRingFlagPreference in turn, skipped when it has a bit of `skip`, for as
+// long as the kernel answers EINVAL. Returns 0 with `params` holding the
+// flags the ring got, or the first other -errno (or the last EINVAL).
+// Setup only (a syscall per attempt).
+inline int QueueInitPreferred(unsigned entries, io_uring* ring,
+                              const io_uring_params& params, unsigned skip,
+                              io_uring_params* got) {
+  int rc = -EINVAL;
+  for (const unsigned flags : kRingFlagPreference) {
+    if ((flags & skip) != 0) continue;
+    *got = params;
+    got->flags |= flags;
+    rc = io_uring_queue_init_params(entries, ring, got);
+    if (rc != -EINVAL) return rc;  // set up, or refused for another reason
+  }
+  return rc;
+}
 
 // "SINGLE_ISSUER|DEFER_TASKRUN", ... or "none": the flags of
 // kRingFlagPreference in `flags`, for log lines. Allocates; not RT-safe.

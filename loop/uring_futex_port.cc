@@ -58,20 +58,14 @@ absl::StatusOr<std::unique_ptr<UringFutexPort>> UringFutexPort::Create(
   // eventfd, which a DEFER_TASKRUN ring signals from the futex wake handler
   // through a deferred path that 6.12.117 takes once and then never again
   // (see the header).
-  int rc = -EINVAL;
-  for (unsigned flags : kRingFlagPreference) {
-    if (hard_deadlines && (flags & IORING_SETUP_DEFER_TASKRUN) != 0) continue;
-    io_uring_params params;
-    std::memset(&params, 0, sizeof(params));
-    params.flags = flags | IORING_SETUP_R_DISABLED | IORING_SETUP_CQSIZE;
-    params.cq_entries = 2 * entries;
-    rc = io_uring_queue_init_params(entries, &port->ring_, &params);
-    if (rc == 0) {
-      port->setup_flags_ = params.flags;
-      break;
-    }
-    if (rc != -EINVAL) break;  // refused for another reason: report it
-  }
+  io_uring_params params{};
+  params.flags = IORING_SETUP_R_DISABLED | IORING_SETUP_CQSIZE;
+  params.cq_entries = 2 * entries;
+  io_uring_params got{};
+  int rc = QueueInitPreferred(
+      entries, &port->ring_, params,
+      hard_deadlines ? IORING_SETUP_DEFER_TASKRUN : 0u, &got);
+  if (rc == 0) port->setup_flags_ = got.flags;
   if (rc != 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("io_uring_setup for the loop's ring failed: ",
