@@ -86,8 +86,42 @@ def make_systems(spin_us, backends, default=None):
     return systems
 
 
+# Per mode: rounds of alternating latency sessions and samples per payload
+# (over all rounds); the payloads of the latency rows; fan-out subscriber
+# counts, placements and samples; throughput placements, phase length and
+# top rate; the loaded rows' payloads and placements; the targets pass's
+# rounds and samples per session.
+PLANS = {
+    # The harness test: proves the pipeline only.
+    "tiny": dict(
+        rounds=1, samples={p: 20 for p in PAYLOADS}, payloads=[64, 65536],
+        fanout=[1, 2], fanout_placements=["2cpu"], fanout_samples=20,
+        throughput_placements=["2cpu"], phase_ms=20, max_rate=8000,
+        load_payloads=[64], load_placements=["2cpu"],
+        target_rounds=1, target_samples={64: 20, 1048576: 5}),
+    "quick": dict(
+        rounds=2, samples={64: 1000, 4096: 400, 65536: 300, 1048576: 100,
+                           4194304: 20},
+        payloads=PAYLOADS,
+        fanout=[1, 4, 16], fanout_placements=["2cpu"], fanout_samples=200,
+        throughput_placements=["2cpu"], phase_ms=100, max_rate=4e6,
+        load_payloads=[64], load_placements=["1cpu", "2cpu"],
+        target_rounds=6, target_samples={64: 800, 1048576: 150}),
+    "full": dict(
+        rounds=6, samples={64: 6000, 4096: 3000, 65536: 2100, 1048576: 900,
+                           4194304: 300},
+        payloads=PAYLOADS,
+        fanout=FANOUT, fanout_placements=["1cpu", "2cpu"],
+        fanout_samples=1500,
+        throughput_placements=["1cpu", "2cpu"], phase_ms=300, max_rate=4e6,
+        load_payloads=PAYLOADS, load_placements=["1cpu", "2cpu"],
+        target_rounds=12, target_samples={64: 2000, 1048576: 300}),
+}
+
+
 class Plan:
-    """Sample counts and what runs, for --quick, the full suite or --tiny."""
+    """Sample counts and what runs, for --quick, the full suite or --tiny
+    (PLANS)."""
 
     def __init__(self, mode):
         self.mode = mode
@@ -95,50 +129,9 @@ class Plan:
         # least 30 samples), so a system at 100 ms per round trip (Cyclone
         # over UDP at 4 MiB) does not set the length of the run.
         self.case_budget_ms = {"tiny": 0, "quick": 1500}.get(mode, 5000)
-        if mode == "tiny":  # the harness test: proves the pipeline only
-            self.rounds = 1
-            self.samples = {p: 20 for p in PAYLOADS}
-            self.payloads = [64, 65536]
-            self.fanout = [1, 2]
-            self.fanout_placements = ["2cpu"]
-            self.fanout_samples = 20
-            self.throughput_placements = ["2cpu"]
-            self.phase_ms = 20
-            self.max_rate = 8000
-            self.load_payloads = [64]
-            self.load_placements = ["2cpu"]
-            self.target_rounds = 1
-            self.target_samples = {64: 20, 1048576: 5}
-        elif mode == "quick":
-            self.rounds = 2
-            self.samples = {64: 1000, 4096: 400, 65536: 300, 1048576: 100,
-                            4194304: 20}
-            self.payloads = PAYLOADS
-            self.fanout = [1, 4, 16]
-            self.fanout_placements = ["2cpu"]
-            self.fanout_samples = 200
-            self.throughput_placements = ["2cpu"]
-            self.phase_ms = 100
-            self.max_rate = 4e6
-            self.load_payloads = [64]
-            self.load_placements = ["1cpu", "2cpu"]
-            self.target_rounds = 6
-            self.target_samples = {64: 800, 1048576: 150}
-        else:
-            self.rounds = 6
-            self.samples = {64: 6000, 4096: 3000, 65536: 2100, 1048576: 900,
-                            4194304: 300}
-            self.payloads = PAYLOADS
-            self.fanout = FANOUT
-            self.fanout_placements = ["1cpu", "2cpu"]
-            self.fanout_samples = 1500
-            self.throughput_placements = ["1cpu", "2cpu"]
-            self.phase_ms = 300
-            self.max_rate = 4e6
-            self.load_payloads = PAYLOADS
-            self.load_placements = ["1cpu", "2cpu"]
-            self.target_rounds = 12
-            self.target_samples = {64: 2000, 1048576: 300}
+        for name, value in PLANS[mode].items():
+            setattr(self, name, dict(value) if isinstance(value, dict)
+                    else list(value) if isinstance(value, list) else value)
 
     def target_cases(self):
         """The cases issue 12's targets compare: 64 B, 1 MiB touch16, 1 MiB
