@@ -92,8 +92,8 @@ void Reader::Release() {
   std::atomic<uint64_t>* pins = channel_->pin_word(pinned_slot_);
   const bool still_pinned =
       (pins->load(std::memory_order_relaxed) & bit_) != 0;
-  const uint64_t state =
-      channel_->slot_header(pinned_slot_)->state.load(std::memory_order_relaxed);
+  const uint64_t state = channel_->slot_header(pinned_slot_)->state.load(
+      std::memory_order_relaxed);
   const bool handed_back =
       state == internal::kFree ||
       (internal::IsOwnedOrPending(state) && !internal::IsPending(state));

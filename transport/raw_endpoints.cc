@@ -91,7 +91,8 @@ PublishResult RawPublisher::Reframe(std::span<std::byte> loan,
   const std::span<std::byte> slot = loan.first(channel_->max_size() & ~size_t{7});
   SlotMessageReader reader(loan.first(copied.size));
   capnp::AnyPointer::Reader root;
-  if (internal::CheckWholeMessage(reader, nullptr, &root) != FramingStatus::kOk) {
+  if (internal::CheckWholeMessage(reader, nullptr, &root) !=
+      FramingStatus::kOk) {
     return {PublishStatus::kMalformed};
   }
   if (reframe_arena_ == nullptr) {

@@ -46,8 +46,9 @@ const char* ToString(PublishStatus status);
 // kMalformed for any other failure (kOk when it succeeded). RT-safe.
 inline PublishStatus PublishStatusOf(const FinishResult& finished) {
   if (finished.ok()) return PublishStatus::kOk;
-  return finished.status == FramingStatus::kOverflow ? PublishStatus::kTooLarge
-                                                     : PublishStatus::kMalformed;
+  return finished.status == FramingStatus::kOverflow
+             ? PublishStatus::kTooLarge
+             : PublishStatus::kMalformed;
 }
 
 // Send times; zero fields are stamped at commit. Log replay passes the
