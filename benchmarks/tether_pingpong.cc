@@ -293,10 +293,11 @@ int Probe() {
       loop::ChooseWakeBackend(features);
   std::string line = absl::StrCat(
       "{\"default\":",
-      util::JsonQuote(def.ok() ? std::string(loop::WakeBackendName(def->backend))
-                          : ""),
+      util::JsonQuote(
+          def.ok() ? std::string(loop::WakeBackendName(def->backend)) : ""),
       ",\"default_reason\":",
-      util::JsonQuote(def.ok() ? def->reason : std::string(def.status().message())),
+      util::JsonQuote(def.ok() ? def->reason
+                               : std::string(def.status().message())),
       ",\"kernel\":", util::JsonQuote(features.kernel_release),
       ",\"backends\":[");
   // Every backend the loop knows by name (kernel_probe.h).
@@ -307,11 +308,11 @@ int Probe() {
     if (!b.has_value()) continue;
     absl::StatusOr<loop::WakeBackendChoice> c =
         loop::ChooseWakeBackend(features, *b);
-    absl::StrAppend(&line, first ? "" : ",", "{\"name\":", util::JsonQuote(name),
-                    ",\"ok\":", c.ok() ? "true" : "false", ",\"reason\":",
-                    util::JsonQuote(c.ok() ? c->reason
-                                      : std::string(c.status().message())),
-                    "}");
+    absl::StrAppend(
+        &line, first ? "" : ",", "{\"name\":", util::JsonQuote(name),
+        ",\"ok\":", c.ok() ? "true" : "false", ",\"reason\":",
+        util::JsonQuote(c.ok() ? c->reason : std::string(c.status().message())),
+        "}");
     first = false;
   }
   std::printf("%s]}\n", line.c_str());

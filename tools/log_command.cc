@@ -127,10 +127,13 @@ int RunCat(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     if (type.ok()) {
       absl::StatusOr<std::string> j = transport::MessageToJson(*type, m.data);
       body = j.ok() ? *j
-                    : absl::StrCat("{\"undecodable\":", util::JsonQuote(std::string(j.status().message())),
-                                   ",\"bytes\":", m.data.size(), "}");
+                    : absl::StrCat(
+                          "{\"undecodable\":",
+                          util::JsonQuote(std::string(j.status().message())),
+                          ",\"bytes\":", m.data.size(), "}");
     } else {
-      body = absl::StrCat("{\"undecodable\":", util::JsonQuote(std::string(type.status().message())),
+      body = absl::StrCat("{\"undecodable\":",
+                          util::JsonQuote(std::string(type.status().message())),
                           ",\"bytes\":", m.data.size(), "}");
     }
     const double t = (m.monotonic_send_ns - r.start_ns()) / 1e9;

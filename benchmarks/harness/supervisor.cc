@@ -67,11 +67,12 @@ std::string SwitchesJson(const Switches& s) {
 }
 
 std::string Prefix(const Session& s) {
-  return absl::StrCat(
-      "{\"system\":", util::JsonQuote(s.name), ",\"variant\":",
-      util::JsonQuote(s.variant), ",\"spin_us\":", s.spin_us,
-      ",\"test\":", util::JsonQuote(TestName(s.test)), ",\"ping_cpu\":", s.ping_cpu,
-      ",\"pong_cpu\":", s.pong_cpu, ",\"pongs\":", s.pongs);
+  return absl::StrCat("{\"system\":", util::JsonQuote(s.name),
+                      ",\"variant\":", util::JsonQuote(s.variant),
+                      ",\"spin_us\":", s.spin_us,
+                      ",\"test\":", util::JsonQuote(TestName(s.test)),
+                      ",\"ping_cpu\":", s.ping_cpu,
+                      ",\"pong_cpu\":", s.pong_cpu, ",\"pongs\":", s.pongs);
 }
 
 void PrintResults(const Session& s, Board* board, bool ok,
@@ -126,8 +127,8 @@ void PrintResults(const Session& s, Board* board, bool ok,
     }
   }
   if (!ok) {
-    std::fputs((Prefix(s) + ",\"ok\":false,\"error\":" + util::JsonQuote(error) +
-                "}\n")
+    std::fputs((Prefix(s) +
+                ",\"ok\":false,\"error\":" + util::JsonQuote(error) + "}\n")
                    .c_str(),
                out);
   }

@@ -72,8 +72,8 @@ inline bool WaitUntil(const std::function<bool()>& done,
 inline std::string ShellNode(const std::string& name, const std::string& script,
                              const std::string& extra = "") {
   return "{\"name\": " + util::JsonQuote(name) +
-         ", \"command\": \"/bin/sh\", \"args\": [\"-c\", " + util::JsonQuote(script) +
-         "]" + extra + "}";
+         ", \"command\": \"/bin/sh\", \"args\": [\"-c\", " +
+         util::JsonQuote(script) + "]" + extra + "}";
 }
 
 // A stack JSON with `channels` and `nodes` (each a JSON object text).
