@@ -18,12 +18,20 @@ class Targets:
         test = ("targets" if any(r["test"] == "targets" for r in self.rows)
                 else "latency")
         lines = []
+        measured = False
 
         def check(pl, text, num, den, what, target):
+            nonlocal measured
             a, b = (self.find(pl, k, p, m, test=test)
                     for k, p, m in (num, den))
             if a is None or b is None:
+                # Said, not dropped: a target that vanished from the list
+                # would read as one that was never asked for.
+                absent = num[0] if a is None else den[0]
+                lines.append(f"- {PLACEMENTS[pl][0]}: {text}: not measured "
+                             f"({self.why_absent(absent, test)})")
                 return
+            measured = True
             v = a[what] / b[what] if b[what] else float("nan")
             verdict = ("" if target is None else
                        f" (target <= {target}x): " +
@@ -60,9 +68,23 @@ class Targets:
             check(pl, f"{default} 64 B p50 / io_uring futex floor p50 "
                   "(tether's own work; for reference)",
                   tiny, ("floor/uring", 64, "touch16"), "p50", None)
-        if lines:
-            lines.insert(0, self.targets_preamble(test))
+        if not measured:
+            return []  # e.g. --systems without tether or the floors
+        lines.insert(0, self.targets_preamble(test))
         return lines
+
+    def why_absent(self, skey, test):
+        """Why a system has no rows for a target, in a few words (the
+        failures list above gives a failure's whole reason)."""
+        s = self.systems.get(skey)
+        if s is None:
+            return f"{skey} was not run here (--systems)"
+        if s.unavailable:
+            return f"{s.label}: {s.unavailable}"
+        for t in (test, "all"):
+            if (skey, t) in self.b.failures:
+                return f"{s.label} failed in the {t} pass: see above"
+        return f"{s.label} recorded no samples of this case"
 
     def targets_preamble(self, test):
         if test != "targets":

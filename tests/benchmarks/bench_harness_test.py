@@ -4,7 +4,8 @@
 Runs benchmarks/bench.py for real with tether and the floors (no peer
 packages needed): every expected row appears in the tables and the JSON,
 the plots are PNG files, a system whose runner is missing gets a one-line
-reason instead of a row, bad flags are refused, and Ctrl-C in the middle of
+reason instead of a row, a runner that fails in the targets pass is named
+in every target it feeds, bad flags are refused, and Ctrl-C in the middle of
 a run stops every process it started and leaves no shared memory behind.
 Asserts nothing about timing.
 
@@ -219,6 +220,53 @@ class BenchHarnessTest(unittest.TestCase):
         self.assertIn("io_uring_setup failed: Operation not permitted",
                       results[0]["error"])
         self.assertIn("refused here", results[0]["error"])
+
+    def test_a_system_that_fails_in_the_targets_pass_is_named_in_its_lines(
+            self):
+        default = probe().get("default")
+        if not default:
+            self.skipTest("this kernel runs no tether wake backend")
+        # A bin dir whose floor runner refuses its io_uring variant, as a
+        # runner that fails in the middle of a run would; the rest is real.
+        fake = os.path.join(self.tmp, "bin")
+        os.makedirs(os.path.join(fake, "benchmarks"))
+        real = os.path.join(RUNFILES, "benchmarks")
+        for name in ("tether_pingpong", "bench_load"):
+            os.symlink(os.path.join(real, name),
+                       os.path.join(fake, "benchmarks", name))
+        runner = os.path.join(fake, "benchmarks", "floor_pingpong")
+        with open(runner, "w") as f:
+            f.write("#!/bin/sh\ncase \" $* \" in *' --variant=uring '*)\n"
+                    "  echo '{\"ok\": false, \"error\": \"refused (fake)\"}'\n"
+                    "  exit 1;;\nesac\n"
+                    f"exec {os.path.join(real, 'floor_pingpong')} \"$@\"\n")
+        os.chmod(runner, 0o755)
+        j = os.path.join(self.tmp, "bench.json")
+        r = subprocess.run(
+            [PYTHON, BENCH, "--bin-dir", fake, "--tiny", "--systems",
+             "tether,floors", "--tests", "targets", "--json", j],
+            capture_output=True, text=True, timeout=240)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        self.assertIn("- **floor: io_uring futex wait (targets): failed** — "
+                      "refused (fake)", r.stdout)
+        with open(j) as f:
+            checks = json.load(f)["checks"]
+        # The targets it was the denominator or numerator of say so, on
+        # each placement; the others were measured.
+        why = ("not measured (floor: io_uring futex wait failed in the "
+               "targets pass: see above)")
+        ncpu = os.cpu_count()
+        for pl in ["1 CPU", "2 CPUs"] if ncpu >= 2 else ["1 CPU"]:
+            for text in ("io_uring futex floor 64 B p50 / raw futex p50",
+                         f"{default} 64 B p50 / io_uring futex floor p50"):
+                line = [c for c in checks if c.startswith(f"- {pl}: {text}")]
+                self.assertEqual(len(line), 1, checks)
+                self.assertTrue(line[0].endswith(why), line[0])
+            line = [c for c in checks
+                    if c.startswith(f"- {pl}: {default} 64 B p50 / raw futex")]
+            self.assertEqual(len(line), 1, checks)
+            self.assertIn("(target <= 1.", line[0])
+        self.assertEqual(our_processes(), [])
 
     def test_bad_flags_say_what_to_do(self):
         r = self.bench("--tests", "speed")
