@@ -3,6 +3,8 @@
 // opening. Live publishers and
 // readers may run meanwhile, so what a racing commit can legitimately show
 // is tolerated, and a finding is re-checked once before it is reported.
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -238,6 +240,21 @@ void Channel::ReportCorruption(const char* what, uint64_t a,
 
 absl::Status Channel::CheckConsistency() const {
   if (corrupt()) {
+    return absl::DataLossError(absl::StrCat(
+        "channel ", name_, " is corrupt: ", std::string(corruption()),
+        "; remove ", path_, " and restart the stack's nodes on it"));
+  }
+  // A file cut short inside one of its huge pages (channel_files.h) reads
+  // as zeros up to that page's end instead of raising SIGBUS: tmpfs keeps
+  // the rest of the page until memory pressure splits it. Its size is then
+  // the only sign, so it is checked here as well.
+  struct stat st;
+  if (fd_ >= 0 && ::fstat(fd_, &st) == 0 &&
+      static_cast<uint64_t>(st.st_size) != size_) {
+    ReportCorruption(
+        "the channel file was truncated (or resized) under this process: "
+        "its size (first number) no longer matches its params (second)",
+        static_cast<uint64_t>(st.st_size), size_);
     return absl::DataLossError(absl::StrCat(
         "channel ", name_, " is corrupt: ", std::string(corruption()),
         "; remove ", path_, " and restart the stack's nodes on it"));

@@ -114,11 +114,11 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::OpenOrCreate(
     const OwnerToken creator = CurrentProcessToken();
     absl::StatusOr<BuiltFile> state = BuildFile(
         dir, escaped, name_str, state_size, reader_mode, reader_group,
-        [&](std::byte* m) { InitialiseState(m, params, nonce, creator); });
+        /*huge=*/false, [&](std::byte* m) { InitialiseState(m, params, nonce, creator); });
     if (!state.ok()) return state.status();
     absl::StatusOr<BuiltFile> data = BuildFile(
         dir, escaped, name_str, data_size, options.mode, options.group,
-        [&](std::byte* m) { Initialise(m, params, metadata, nonce); });
+        options.huge_pages, [&](std::byte* m) { Initialise(m, params, metadata, nonce); });
     if (!data.ok()) {
       ::close(state->fd);
       ::unlink(state->tmp.c_str());
@@ -330,8 +330,8 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Map(
         ") and restart the stack's nodes on it"));
   }
   int flags = MAP_SHARED | (options.prefault ? MAP_POPULATE : 0);
-  void* m = ::mmap(nullptr, l.total, PROT_READ | (writable ? PROT_WRITE : 0),
-                   flags, fd, 0);
+  void* m = internal::MapFile(fd, l.total,
+                              PROT_READ | (writable ? PROT_WRITE : 0), flags);
   int map_errno = errno;
   if (m == MAP_FAILED) {
     close_both();
@@ -436,6 +436,25 @@ absl::StatusOr<bool> Channel::InUse(const ChannelOptions& options,
   const bool busy = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
   ::close(fd);
   return busy;
+}
+
+int Channel::ProbeHugePages(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) return errno;
+  int err = 0;
+  if (int e = ::posix_fallocate(fd, 0, internal::kHugePage); e != 0) {
+    err = e;
+  } else if (void* m = internal::MapFile(fd, internal::kHugePage,
+                                         PROT_READ | PROT_WRITE, MAP_SHARED);
+             m == MAP_FAILED) {
+    err = errno;
+  } else {
+    err = internal::CollapseToHugePages(static_cast<std::byte*>(m),
+                                        internal::kHugePage);
+    ::munmap(m, internal::kHugePage);
+  }
+  ::close(fd);
+  return err;
 }
 
 uint64_t Channel::FileSizeFor(const QueueParams& params,

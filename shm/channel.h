@@ -57,6 +57,11 @@ struct ChannelOptions {
   bool prefault = false;
   // mlock the mapping (needs CAP_IPC_LOCK or a large RLIMIT_MEMLOCK).
   bool lock_memory = false;
+  // Back a new data file of 2 MiB or more with huge pages (MADV_COLLAPSE,
+  // Linux 6.1; best effort, channel_files.h): a large message then costs
+  // what writing it costs, not a page walk per 4 KiB. Off: 4 KiB pages,
+  // unless the root's tmpfs gives huge pages itself (huge=within_size).
+  bool huge_pages = true;
 };
 
 // What a sweep found and reclaimed.
@@ -178,6 +183,14 @@ class Channel {
   Channel(const Channel&) = delete;
   Channel& operator=(const Channel&) = delete;
   ~Channel();
+
+  // 0 if a channel file of 2 MiB or more made in `dir` gets huge pages
+  // (ChannelOptions::huge_pages) on this kernel, else why not as an errno
+  // (EINVAL: Linux before 6.1, THP off or shmem_enabled "deny"; EAGAIN or
+  // ENOMEM: no free huge page now; EOPNOTSUPP: `dir` is not a filesystem
+  // that has them). Builds, collapses and drops a 2 MiB unnamed file
+  // (O_TMPFILE) in `dir`. Not RT-safe (a tool's probe: tether doctor).
+  static int ProbeHugePages(const std::string& dir);
 
   // The bytes of a channel (both files) with `params` and `metadata_size`
   // bytes of metadata (what creating it reserves). Any thread; RT-safe.

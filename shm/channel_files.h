@@ -83,11 +83,38 @@ struct BuiltFile {
   int fd = -1;
 };
 
+// `huge`: after `init`, ask for huge pages (CollapseToHugePages), best
+// effort.
 absl::StatusOr<BuiltFile> BuildFile(
     const std::string& dir, const std::string& escaped,
     const std::string& name, uint64_t size, mode_t mode,
-    std::optional<gid_t> group,
+    std::optional<gid_t> group, bool huge,
     const std::function<void(std::byte*)>& init);
+
+// Huge pages for large data files without a tmpfs mount option or sysfs
+// (docs/large-messages.md). Since Linux 6.1, madvise(MADV_COLLAPSE) backs
+// the 2 MiB-aligned ranges of a tmpfs file's page cache with huge pages
+// whatever transparent_hugepage/shmem_enabled says (unless it is "deny"),
+// and a process that maps the file at a 2 MiB-aligned address maps each of
+// them with one TLB entry. A 1 MiB message written into rotating slots on
+// 4 KiB pages walks page tables for most of its 256 pages; on huge pages it
+// costs what the copy costs. Both functions are called where channels are
+// made and opened, never on a real-time path; they may block in the kernel
+// (a collapse copies the pages).
+
+// mmap(nullptr, size, prot, flags, fd, 0) at an address aligned to
+// kHugePage when size >= kHugePage, so that the file's huge pages map as
+// such (the kernel aligns shmem mappings only where its settings give
+// shmem huge pages). MAP_FAILED and errno as mmap's; munmap(result, size)
+// undoes it.
+void* MapFile(int fd, uint64_t size, int prot, int flags);
+
+// madvise(MADV_COLLAPSE) over the whole huge pages of a MapFile mapping.
+// Returns 0, or the errno: EINVAL where the kernel cannot (before 6.1, THP
+// off, shmem_enabled "deny"), EAGAIN or ENOMEM when no huge page could be
+// had. On failure the file keeps its 4 KiB pages and works as before; its
+// contents are never changed.
+int CollapseToHugePages(std::byte* base, uint64_t size);
 
 // The nonce of reader-state file name `f` of escaped channel `escaped`, or
 // nullopt if `f` is not one.

@@ -174,7 +174,12 @@
 // loss: a ring entry naming a slot whose state is an *older* message, the
 // initial kEmpty, or an owner beyond max_publishers. A file that shrinks
 // under a live process cannot SIGBUS it (mapping_guard.h guards both
-// mappings). Space for both files is reserved (fallocate) before they are
+// mappings); the access past the end is what reports it. On a file backed
+// by huge pages (channel_files.h) a cut inside a huge page leaves the rest
+// of that page readable as zeros, with no SIGBUS: there the file's size,
+// which CheckConsistency (every opener and tool) compares, reports it, and
+// a running reader may read zeros in place of payload bytes until then, as
+// it would read any bytes a writer put there. Space for both files is reserved (fallocate) before they are
 // linked into place, so a full filesystem fails at creation, never at a
 // later page fault. Findings in the reader-state file never make the data
 // file's handle corrupt (a hostile reader must not be able to stop
@@ -197,7 +202,8 @@ inline constexpr uint64_t kMagic = 0x48435245'48544554ull;  // "TETHERCH"
 // "TETHERRS": the reader-state file.
 inline constexpr uint64_t kStateMagic = 0x53525245'48544554ull;
 // 3: reader state (registry, pins, sleepers) in a file of its own.
-inline constexpr uint32_t kLayoutVersion = 3;
+// 4: a data file of 2 MiB or more is a whole number of huge pages.
+inline constexpr uint32_t kLayoutVersion = 4;
 inline constexpr size_t kCacheLine = 64;
 inline constexpr uint32_t kMaxMetadataSize = 1u << 20;
 
@@ -352,6 +358,12 @@ inline constexpr uint64_t RoundUp(uint64_t n, uint64_t to) {
   return (n + to - 1) / to * to;
 }
 
+// A data file of at least this size is made a multiple of it, so that every
+// byte of it can be backed by huge pages (channel_files.h, MapFile and
+// CollapseToHugePages): the padding after the last slot costs less than
+// 2 MiB, and only large channels (images, point clouds) have it.
+inline constexpr uint64_t kHugePage = uint64_t{2} << 20;
+
 // Byte offsets of each part of the data file, derived from params alone.
 struct Layout {
   uint64_t metadata = 0;
@@ -371,6 +383,7 @@ struct Layout {
     l.payloads = l.slot_headers + p.pool_size() * sizeof(SlotHeader);
     l.payload_stride = RoundUp(p.slot_size, kCacheLine);
     l.total = l.payloads + p.pool_size() * l.payload_stride;
+    if (l.total >= kHugePage) l.total = RoundUp(l.total, kHugePage);
     return l;
   }
 };
