@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 
 namespace tether::tools {
 namespace {
@@ -333,8 +334,24 @@ CheckResult CheckHugePages(const DoctorInputs& in) {
     return Result("huge_pages", title, Verdict::kOk, detail);
   }
   const std::string root = s.root_path.empty() ? "/dev/shm/tether" : s.root_path;
+  if (s.collapse_errno == 0) {
+    return Result(
+        "huge_pages", title, Verdict::kOk,
+        where + " has 4 KiB pages (huge=" + s.root_huge + "), and tether "
+        "gives channel files of 2 MiB or more huge pages itself "
+        "(MADV_COLLAPSE works here), so large messages (images, point "
+        "clouds) do not miss the TLB");
+  }
   std::string detail =
-      where + " has 4 KiB pages (huge=" + s.root_huge + "): right for "
+      where + " has 4 KiB pages (huge=" + s.root_huge + ")" +
+      (s.collapse_errno > 0
+           ? std::string(", and tether cannot give channel files huge pages "
+                         "itself here (MADV_COLLAPSE: ") +
+                 std::strerror(s.collapse_errno) +
+                 (s.collapse_errno == EINVAL ? "; it needs Linux 6.1" : "") +
+                 ")"
+           : std::string()) +
+      ": right for "
       "control messages. A channel of large messages cycles through "
       "queueDepth + 1 slots or more, whose 4 KiB pages outgrow the TLB: "
       "page walks then take a large share of a 1 MiB message's latency. For "

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "shm/channel.h"
 #include "shm/mounts.h"
 #include "tools/capabilities.h"
 
@@ -273,6 +274,19 @@ DoctorInputs GatherDoctorInputs(const DoctorOptions& options) {
       in.shm.root_mount = m->point;
       in.shm.root_fstype = m->fstype;
       in.shm.root_huge = m->huge;
+    }
+  }
+  if (options.probe_huge_pages) {
+    // Where the root's channel files would be made: the root, or the
+    // nearest folder above it (the root is made with the first stack).
+    std::filesystem::path dir = options.tether_root;
+    std::error_code ec;
+    while (!dir.empty() && !std::filesystem::is_directory(dir, ec) &&
+           dir.has_parent_path() && dir.parent_path() != dir) {
+      dir = dir.parent_path();
+    }
+    if (!dir.empty()) {
+      in.shm.collapse_errno = shm::Channel::ProbeHugePages(dir.string());
     }
   }
 

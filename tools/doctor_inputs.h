@@ -30,6 +30,9 @@ struct DoctorOptions {
   std::string etc_root = "/etc";
   // The tether root whose instance folders are checked for other users.
   std::string tether_root = "/dev/shm/tether";
+  // Whether large channel files made there get huge pages: builds and drops
+  // a 2 MiB unnamed file there (shm::Channel::ProbeHugePages).
+  bool probe_huge_pages = true;
 };
 
 // systemd-logind's RemoveIPC, as its config files set it.
@@ -79,6 +82,10 @@ struct ShmFacts {
   // <sys_root>/kernel/mm/transparent_hugepage/shmem_enabled's chosen value
   // ("never", "deny", "force", ...); empty when the kernel has no THP.
   std::string thp_shmem;
+  // shm::Channel::ProbeHugePages on the root (or the nearest folder above
+  // it that exists): 0 when tether gives large channel files huge pages
+  // itself, else the errno; -1 when not probed.
+  int collapse_errno = -1;
 };
 
 

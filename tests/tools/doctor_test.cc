@@ -240,6 +240,23 @@ TEST(Doctor, HugePagesSaysWhatTheChannelRootsPagesAreAndHowToGetHugeOnes) {
   EXPECT_THAT(Judge(in, "huge_pages").detail,
               HasSubstr("huge=advise does not help"));
 
+  // tether collapses large channel files into huge pages itself where the
+  // kernel can (MADV_COLLAPSE, Linux 6.1): then no mount is needed.
+  in.shm.root_huge = "never";
+  in.shm.collapse_errno = 0;
+  r = Judge(in, "huge_pages");
+  EXPECT_EQ(r.verdict, Verdict::kOk);
+  EXPECT_THAT(r.detail, HasSubstr("tether gives channel files of 2 MiB or "
+                                  "more huge pages itself"));
+  EXPECT_THAT(r.detail, Not(HasSubstr("mount -t tmpfs")));
+  in.shm.collapse_errno = EINVAL;  // a kernel before 6.1
+  r = Judge(in, "huge_pages");
+  EXPECT_THAT(r.detail, HasSubstr("cannot give channel files huge pages "
+                                  "itself here (MADV_COLLAPSE: Invalid "
+                                  "argument; it needs Linux 6.1)"));
+  EXPECT_THAT(r.detail, HasSubstr("huge=within_size,mode=1777,size=2G"));
+  in.shm.collapse_errno = -1;
+
   in.shm.root_mount = "/dev/shm/tether";
   in.shm.root_huge = "within_size";
   r = Judge(in, "huge_pages");
