@@ -9,6 +9,7 @@
 //                       futex_waitv, ...); empty: what the kernel offers
 //   --spin_us=N         UringEventLoopOptions::port.spin
 //   --queue_depth=N     the channels' queueDepth (latency, fanout)
+//   --huge_pages=0      the channels keep 4 KiB pages (ChannelOptions)
 //
 // A payload is a Cap'n Proto Data field of the case's size, built in place
 // in the loaned slot: "touch16" writes its first 16 bytes, "full" all of it.
@@ -97,6 +98,7 @@ absl::Status Prepare(const Session& s, Setup* setup) {
                             : s.shm_root;
   setup->options.instance = "bench";
   setup->options.prefault = true;
+  setup->options.huge_pages = s.huge_pages != 0;
   setup->remove_root = true;
   const std::string path = setup->options.root + ".stack.json";
   std::ofstream(path) << StackJson(s);

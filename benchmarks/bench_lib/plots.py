@@ -130,7 +130,7 @@ STYLES = {
     "ros1": "lc rgb '#d62728' lw 2",
     "dds/net": "lc rgb '#9467bd' lw 2",
     "dds/shm": "lc rgb '#8c564b' lw 2",
-    "tether/uring_futex+huge": "lc rgb '#e377c2' lw 2.5",
+    "tether/uring_futex+qd2": "lc rgb '#e377c2' lw 2.5",
     "floor/futex": "lc rgb '#000000' lw 2 dt 4",
     "floor/futex+huge": "lc rgb '#e377c2' lw 1.5 dt 4",
     "floor/uring": "lc rgb '#1f77b4' lw 1.5 dt 4",

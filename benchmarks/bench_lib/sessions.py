@@ -299,7 +299,8 @@ class Bench(Processes):
                     if chosen else []
                 for placement in self.placements:
                     for s in turn:
-                        if self.runnable(s, "latency", placement):
+                        if self.runnable(s, "latency", placement) or \
+                                self.runnable(s, "targets", placement):
                             sessions.append((
                                 "targets", False, placement, s,
                                 [f"--cases={cases}"],

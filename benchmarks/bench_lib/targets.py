@@ -49,10 +49,18 @@ class Targets:
             check(pl, f"{default} 1 MiB full p50 / raw-shm memcpy ping-pong "
                   "1 MiB p50", (d, 1048576, "full"),
                   ("floor/futex", 1048576, "full"), "p50", 1.2)
-            check(pl, f"{default} with huge pages, 1 MiB full p50 / the "
-                  "memcpy ping-pong on the same memory",
-                  (d + "+huge", 1048576, "full"),
-                  ("floor/futex+huge", 1048576, "full"), "p50", 1.2)
+            check(pl, f"{default} with the large-message settings (queueDepth "
+                  "2, docs/large-messages.md), 1 MiB full p50 / raw-shm "
+                  "memcpy ping-pong 1 MiB p50", (d + "+qd2", 1048576, "full"),
+                  ("floor/futex", 1048576, "full"), "p50", 1.2)
+            check(pl, f"{default} on 4 KiB pages (huge pages off), 1 MiB "
+                  "full p50 / raw-shm memcpy ping-pong 1 MiB p50 (what huge "
+                  "pages buy; for reference)", (d + "+4k", 1048576, "full"),
+                  ("floor/futex", 1048576, "full"), "p50", None)
+            check(pl, "raw-shm memcpy ping-pong 1 MiB p50 on huge pages / on "
+                  "4 KiB pages (for reference)",
+                  ("floor/futex+huge", 1048576, "full"),
+                  ("floor/futex", 1048576, "full"), "p50", None)
             check(pl, "fallback (futex_waitv) 64 B p50 / raw futex p50",
                   (fallback, 64, "touch16"), futex, "p50", 1.5)
             check(pl, f"{default} 64 B p50 / raw futex p50", tiny, futex,

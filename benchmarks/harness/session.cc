@@ -84,6 +84,8 @@ std::string UsageText(const std::string& system) {
       "  --variant=NAME                     system-specific variant\n"
       "  --spin_us=N                        tether: spin before sleeping\n"
       "  --queue_depth=N                    tether: channels' queueDepth (4)\n"
+      "  --huge_pages=0|1                   tether: huge pages for large\n"
+      "                                     channels (1)\n"
       "  --ping_cpu=N --pong_cpu=N          pin the processes (-1: no)\n"
       "  --pongs=N                          fanout: subscribers (1..16)\n"
       "  --phase_ms=N --start_rate=R --max_rate=R --payload=P\n"
@@ -151,6 +153,8 @@ absl::StatusOr<Session> ParseSession(int argc, char** argv) {
       st = Number("spin_us", v, &s.spin_us);
     } else if (Match(a, "queue_depth", &v)) {
       st = Number("queue_depth", v, &s.queue_depth);
+    } else if (Match(a, "huge_pages", &v)) {
+      st = Number("huge_pages", v, &s.huge_pages);
     } else if (Match(a, "ping_cpu", &v)) {
       st = Number("ping_cpu", v, &s.ping_cpu);
     } else if (Match(a, "pong_cpu", &v)) {

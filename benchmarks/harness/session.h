@@ -64,6 +64,9 @@ struct Session {
   // A channel cycles through queueDepth + 1 slots or more, which for large
   // payloads sets the memory (and TLB) footprint of a ping-pong.
   int queue_depth = 4;
+  // tether: shm::ChannelOptions::huge_pages (0: the channels keep 4 KiB
+  // pages, for comparison).
+  int huge_pages = 1;
   int ping_cpu = -1;        // -1: not pinned
   int pong_cpu = -1;        // every ponger
   int pongs = 1;            // fanout: subscribers (1 otherwise)

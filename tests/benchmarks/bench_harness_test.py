@@ -105,6 +105,11 @@ class BenchHarnessTest(unittest.TestCase):
                     self.assertIn((pl, s) + case, tgt)
         self.assertFalse([x for x in rows if x["test"] == "latency" and
                           x["payload"] == 1048576])
+        # tether with its huge pages off runs in the targets pass only.
+        for pl in placements:
+            self.assertIn((pl, f"tether/{default}+4k", 1048576, "full"), tgt)
+        self.assertFalse([x for x in rows if x["test"] != "targets" and
+                          x["system"].endswith("+4k")])
         checks = data["checks"]
         self.assertIn("From the targets pass", checks[0])
         line = [c for c in checks
@@ -190,20 +195,19 @@ class BenchHarnessTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr[-3000:])
         why = (": not measured** — mount -t tmpfs -o huge=within_size "
                "failed: mount: permission denied (fake)")
-        self.assertIn(f"**tether {default}, huge pages, queueDepth 2{why}",
-                      r.stdout)
         self.assertIn(f"**floor: raw futex, huge pages{why}", r.stdout)
         with open(j) as f:
             data = json.load(f)
         huge = [s for s in data["systems"] if s["key"].endswith("+huge")]
-        self.assertEqual(len(huge), 2, data["systems"])
-        for s in huge:
-            self.assertIn("permission denied (fake)", s["not_measured"])
+        self.assertEqual([s["key"] for s in huge], ["floor/futex+huge"])
+        self.assertIn("permission denied (fake)", huge[0]["not_measured"])
         self.assertFalse([x for x in data["rows"]
                           if x["system"].endswith("+huge")])
-        # The other rows ran, and the refused mount left no folder behind.
-        self.assertTrue([x for x in data["rows"]
-                         if x["system"] == f"tether/{default}"])
+        # The other rows ran, tether's large-message row included (its huge
+        # pages need no mount), and the refused mount left no folder behind.
+        for key in (f"tether/{default}", f"tether/{default}+qd2"):
+            self.assertTrue([x for x in data["rows"] if x["system"] == key],
+                            key)
         self.assertEqual(shm_left(p.pid), [])  # its huge- folder included
 
     def test_the_io_uring_floor_says_why_when_io_uring_is_refused(self):
