@@ -108,7 +108,8 @@ bool ParsePositiveOption(const ParsedArgs& args, const char* command,
   if (!absl::SimpleAtod(args.Option(name), out) || !std::isfinite(*out) ||
       *out <= 0 || *out > 1e9) {
     err << command << ": --" << name << " " << args.Option(name)
-        << " is not a number > 0; see " << command << " --help\n";
+        << " is not a number above 0 and at most 1e9; see " << command
+        << " --help\n";
     return false;
   }
   return true;

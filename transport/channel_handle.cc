@@ -134,6 +134,9 @@ absl::StatusOr<std::unique_ptr<ChannelHandle>> ChannelHandle::Open(
   if (absl::Status bad = CheckInstanceName(options.instance); !bad.ok()) {
     return bad;
   }
+  // A name no channel can have (e.g. "" from a script) would otherwise
+  // name the instance folder itself ("Is a directory").
+  if (absl::Status bad = CheckChannelName(name); !bad.ok()) return bad;
   absl::StatusOr<std::unique_ptr<shm::Channel>> shm =
       shm::Channel::Open(options, name);
   if (!shm.ok()) return shm.status();

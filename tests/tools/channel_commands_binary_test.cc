@@ -94,6 +94,16 @@ TEST(ChannelCommandsBinary, PubThenEchoPrintsTheMessage) {
     return args;
   };
 
+  // Bad input first: each is refused with what is wrong, and nothing sent.
+  Outcome empty = RunTether(with({"pub", "", "{}"}));
+  EXPECT_NE(empty.code, 0);
+  EXPECT_THAT(empty.err, HasSubstr("\"\" is not a channel name: it is empty"));
+  Outcome fast = RunTether(
+      with({"pub", "/robot/scalars", "{}", "--rate", "1e12"}));
+  EXPECT_EQ(fast.code, 2);
+  EXPECT_THAT(fast.err, HasSubstr("--rate 1e12 is not a number above 0 and "
+                                  "at most 1e9"));
+
   Outcome pub = RunTether(
       with({"pub", "/robot/scalars", R"({"i64": "7", "f64": 2.5})"}));
   ASSERT_EQ(pub.code, 0) << pub.err;
