@@ -54,7 +54,7 @@ DepthResult ResolveQueueDepth(config::Channel::Reader channel) {
   if (depth == 0) {
     if (history == 0) {
       return {0, "queueDepth",
-              absl::StrCat("missing; set queueDepth (", valid,
+              absl::StrCat("missing or 0; set queueDepth (", valid,
                            ") or historySeconds (seconds of history at "
                            "frequencyHz)")};
     }

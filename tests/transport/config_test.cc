@@ -156,8 +156,11 @@ std::vector<BadConfig> BadConfigs() {
         "or give queueDepth instead"}},
       {"NoDepthAtAll",
        {{"stack.json", Stack({Channel("/a", R"("frequencyHz": 100)")})}},
-       {"channels[0].queueDepth: missing; set queueDepth (a power of two in "
-        "2..1048576) or historySeconds"}},
+       {"channels[0].queueDepth: missing or 0; set queueDepth (a power of "
+        "two in 2..1048576) or historySeconds"}},
+      {"ZeroDepth",
+       {{"stack.json", Stack({Channel("/a", R"("queueDepth": 0)")})}},
+       {"channels[0].queueDepth: missing or 0; set queueDepth"}},
       {"TooManyPinned",
        {{"stack.json",
          Stack({Channel("/a", R"("queueDepth": 4, "maxPinned": 65)")})}},
