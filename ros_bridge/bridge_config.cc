@@ -12,6 +12,7 @@
 #include "capnp/message.h"
 #include "kj/exception.h"
 #include "ros_bridge/bridge_config.capnp.h"
+#include "transport/strict_json.h"
 
 namespace tether::ros_bridge {
 namespace {
@@ -52,6 +53,23 @@ absl::Status SplitSpec(const std::string& spec, const char* what,
   return absl::OkStatus();
 }
 
+// True if `json` is an object with a member `name` at its top level.
+bool HasTopLevelMember(const std::string& json, const char* name) {
+  capnp::MallocMessageBuilder message;
+  capnp::JsonValue::Builder value = message.initRoot<capnp::JsonValue>();
+  try {
+    capnp::JsonCodec().decodeRaw(
+        kj::ArrayPtr<const char>(json.data(), json.size()), value);
+  } catch (const kj::Exception&) {
+    return false;
+  }
+  if (value.which() != capnp::JsonValue::OBJECT) return false;
+  for (capnp::JsonValue::Field::Reader f : value.asReader().getObject()) {
+    if (f.getName() == name) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool ParseDirection(const std::string& text, Direction* out) {
@@ -89,13 +107,18 @@ absl::Status LoadBridgeConfig(const std::string& path, BridgeOptions* options) {
   const std::string json = text.str();
   capnp::MallocMessageBuilder message;
   config::Config::Builder c = message.initRoot<config::Config>();
-  try {
-    capnp::JsonCodec codec;
-    codec.decode(kj::ArrayPtr<const char>(json.data(), json.size()), c);
-  } catch (const kj::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": not a bridge config (see ros_bridge/bridge_config.capnp for "
-        "the fields): ", e.getDescription().cStr()));
+  if (absl::Status s = transport::DecodeStrictJson(json, path,
+                                                   capnp::toDynamic(c));
+      !s.ok()) {
+    std::string hint;
+    if (HasTopLevelMember(json, "channels")) {
+      hint = absl::StrCat(
+          "\n", path, ": this looks like a net-bridge config (it lists "
+          "\"channels\"); run it with tether net-bridge --config ", path,
+          ", or give ros-bridge \"pairs\" and \"prefixes\" "
+          "(ros_bridge/bridge_config.capnp)");
+    }
+    return absl::InvalidArgumentError(absl::StrCat(s.message(), hint));
   }
   config::Config::Reader r = c.asReader();
   if (r.hasMaster()) options->master_uri = r.getMaster().cStr();

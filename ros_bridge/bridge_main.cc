@@ -137,6 +137,12 @@ int main(int argc, char** argv) {
     }
   }
   if (options.pairs.empty() && options.prefixes.empty()) {
+    if (!config.empty()) {
+      return Usage("the config file " + config +
+                   " bridges nothing: it has no \"pairs\" or \"prefixes\" "
+                   "(is it a net-bridge config?); list them in it "
+                   "(ros_bridge/bridge_config.capnp) or give --pair/--prefix");
+    }
     return Usage("nothing to bridge: give --pair, --prefix or --config");
   }
   if (options.master_uri.empty() && std::getenv("ROS_MASTER_URI") == nullptr) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -597,6 +598,70 @@ TEST(BridgeCommandLine, BadPairSaysWhatIsWrong) {
   ASSERT_TRUE(q->Wait(20s, &code));
   EXPECT_EQ(code, 1);
   EXPECT_NE(q->Output().find("has no typed twin"), std::string::npos) << q->Output();
+}
+
+// Runs the bridge with no ROS master (it must fail before it needs one),
+// `env` added to the test's environment; its exit code and output.
+struct Outcome {
+  int code = -1;
+  std::string output;
+};
+Outcome RunWithoutMaster(std::vector<std::string> args,
+                         std::map<std::string, std::string> env = {}) {
+  static int serial = 0;
+  args.insert(args.begin(), testing::Runfile("ros_bridge/ros_bridge"));
+  Process p(std::move(args), std::move(env),
+            testing::TmpDir() + "/no_master_" + std::to_string(serial++) +
+                ".log");
+  Outcome o;
+  EXPECT_TRUE(p.Wait(20s, &o.code)) << "still running";
+  o.output = p.Output();
+  return o;
+}
+
+std::string WriteConfig(const std::string& name, const std::string& json) {
+  const std::string path = testing::TmpDir() + "/" + name;
+  std::ofstream(path) << json;
+  return path;
+}
+
+TEST(BridgeCommandLine, UnknownConfigFieldIsNamedWithWhereItIs) {
+  const std::string config = WriteConfig(
+      "typo.json",
+      "{\"pairs\": [\n  {\"ros\": \"/a\", \"tether\": \"/b\",\n"
+      "   \"directon\": \"toRos\"}]}");
+  Outcome o = RunWithoutMaster({"--config", config});
+  EXPECT_EQ(o.code, 2) << o.output;
+  EXPECT_NE(o.output.find(config + ":3: pairs[0].directon: unknown field; "
+                                   "did you mean \"direction\"?"),
+            std::string::npos)
+      << o.output;
+  EXPECT_NE(o.output.find("ros, tether, direction, type, latch"),
+            std::string::npos)
+      << o.output;
+}
+
+TEST(BridgeCommandLine, ConfigThatBridgesNothingSaysSo) {
+  const std::string net = WriteConfig(
+      "net.json",
+      R"({"name": "t1", "channels": [{"name": "/robot/imu"}]})");
+  Outcome o = RunWithoutMaster({"--config", net});
+  EXPECT_EQ(o.code, 2) << o.output;
+  EXPECT_NE(o.output.find("this looks like a net-bridge config"),
+            std::string::npos)
+      << o.output;
+  EXPECT_NE(o.output.find("tether net-bridge --config " + net),
+            std::string::npos)
+      << o.output;
+
+  const std::string empty = WriteConfig("empty.json", R"({"nodeName": "x"})");
+  Outcome e = RunWithoutMaster({"--config", empty});
+  EXPECT_EQ(e.code, 2) << e.output;
+  EXPECT_NE(e.output.find("the config file " + empty + " bridges nothing: "
+                          "it has no \"pairs\" or \"prefixes\" (is it a "
+                          "net-bridge config?)"),
+            std::string::npos)
+      << e.output;
 }
 
 }  // namespace
