@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -227,6 +228,50 @@ absl::Status AddPrefixSpec(const std::string& spec, BridgeOptions* options) {
     }
   }
   options->prefixes.push_back(std::move(p));
+  return absl::OkStatus();
+}
+
+absl::Status CheckMasterUri(const std::string& uri, const std::string& origin) {
+  auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, " \"", uri, "\" is not a ROS master URI: ", why,
+        "; use http://HOST:PORT, e.g. http://localhost:11311"));
+  };
+  constexpr std::string_view kScheme = "http://";
+  if (uri.empty()) return bad("it is empty");
+  if (uri.compare(0, kScheme.size(), kScheme) != 0) {
+    return bad("it does not start with http:// (roscpp needs it, in lower "
+               "case)");
+  }
+  const std::string rest = uri.substr(kScheme.size());
+  const std::string authority = rest.substr(0, rest.find('/'));
+  const size_t colon = authority.find(':');
+  const std::string host = authority.substr(0, colon);
+  if (host.empty()) return bad("it names no host");
+  if (host[0] == '[') {
+    return bad("roscpp cannot parse an IPv6 address in brackets (it cuts "
+               "the host at the first ':'), give a host name that resolves "
+               "to it");
+  }
+  for (char ch : host) {
+    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                    (ch >= '0' && ch <= '9') || ch == '.' || ch == '-' ||
+                    ch == '_';
+    if (!ok) {
+      return bad(absl::StrCat("the host \"", host,
+                              "\" is not a host name or IPv4 address"));
+    }
+  }
+  if (colon == std::string::npos) {
+    return bad("it has no :PORT (the master's default is 11311)");
+  }
+  const std::string port = authority.substr(colon + 1);
+  uint32_t number = 0;
+  if (port.empty() ||
+      port.find_first_not_of("0123456789") != std::string::npos ||
+      !absl::SimpleAtoi(port, &number) || number < 1 || number > 65535) {
+    return bad(absl::StrCat("the port \"", port, "\" is not 1..65535"));
+  }
   return absl::OkStatus();
 }
 

@@ -22,6 +22,15 @@ absl::Status AddPairSpec(const std::string& spec, BridgeOptions* options);
 // "ROS_PREFIX=TETHER_PREFIX[,dir=...]".
 absl::Status AddPrefixSpec(const std::string& spec, BridgeOptions* options);
 
+// OK if roscpp can use `uri` as the ROS master's URI: "http://HOST:PORT",
+// optionally followed by "/..." (roscpp ignores the path). HOST is a host
+// name or IPv4 address (roscpp cuts the host at its first ':', so an IPv6
+// literal cannot work); PORT is 1..65535. Else InvalidArgument saying what
+// is wrong, what form is expected, and `origin` (where the URI came from:
+// "--master", "ROS_MASTER_URI (environment)", "FILE: master"). roscpp
+// itself aborts the process on a URI it cannot split. Any thread.
+absl::Status CheckMasterUri(const std::string& uri, const std::string& origin);
+
 // Where a node finds its channels: $TETHER_ROOT and $TETHER_INSTANCE (the
 // launcher sets them), else the defaults. For main() only (reads the
 // environment).

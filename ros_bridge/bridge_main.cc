@@ -38,7 +38,8 @@ constexpr char kUsage[] =
     "  --config FILE        pairs, prefixes and settings as JSON\n"
     "                       (ros_bridge/bridge_config.capnp; see\n"
     "                       ros_bridge/README.md)\n"
-    "  --master URI         ROS master (default: $ROS_MASTER_URI)\n"
+    "  --master URI         ROS master, http://HOST:PORT (default:\n"
+    "                       $ROS_MASTER_URI)\n"
     "  --node-name NAME     ROS node name (default tether_bridge)\n"
     "  --root DIR           tether channel root (default $TETHER_ROOT or\n"
     "                       /dev/shm/tether)\n"
@@ -67,6 +68,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   std::vector<std::string> pairs, prefixes;
   std::string config;
+  bool master_given = false;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string a = args[i], value;
     const bool has_inline = a.rfind("--", 0) == 0 && a.find('=') != std::string::npos &&
@@ -100,7 +102,10 @@ int main(int argc, char** argv) {
       if (a == "--pair") pairs.push_back(v);
       if (a == "--prefix") prefixes.push_back(v);
       if (a == "--config") config = v;
-      if (a == "--master") options.master_uri = v;
+      if (a == "--master") {
+        options.master_uri = v;
+        master_given = true;
+      }
       if (a == "--node-name") options.node_name = v;
       if (a == "--root") options.channels.root = v;
       if (a == "--instance") options.channels.instance = v;
@@ -123,7 +128,7 @@ int main(int argc, char** argv) {
       return Usage(std::string(s.message()));
     }
     // Flags win over the file.
-    if (!master_flag.empty()) options.master_uri = master_flag;
+    if (master_given) options.master_uri = master_flag;
     if (node_flag != "tether_bridge") options.node_name = node_flag;
   }
   for (const std::string& p : pairs) {
@@ -145,8 +150,21 @@ int main(int argc, char** argv) {
     }
     return Usage("nothing to bridge: give --pair, --prefix or --config");
   }
-  if (options.master_uri.empty() && std::getenv("ROS_MASTER_URI") == nullptr) {
+  // roscpp aborts the process (SIGTRAP) on a master URI it cannot split:
+  // check the one it will use, from where it comes.
+  std::string master = options.master_uri, master_origin;
+  if (master_given) {
+    master_origin = "--master";
+  } else if (!master.empty()) {
+    master_origin = config + ": master";
+  } else if (const char* env = std::getenv("ROS_MASTER_URI"); env != nullptr) {
+    master = env;
+    master_origin = "ROS_MASTER_URI (environment)";
+  } else {
     return Usage("no ROS master: set ROS_MASTER_URI or pass --master URI");
+  }
+  if (absl::Status s = CheckMasterUri(master, master_origin); !s.ok()) {
+    return Usage(std::string(s.message()));
   }
 
   auto signals = tether::loop::StopSignals::Install();

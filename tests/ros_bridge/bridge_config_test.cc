@@ -1,9 +1,11 @@
-// The bridge's config file (no ROS needed).
+// The bridge's config file and master URI checks (no ROS needed).
 #include "ros_bridge/bridge_config.h"
 
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -20,6 +22,46 @@ std::string Write(const std::string& name, const std::string& json) {
       std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name;
   std::ofstream(path) << json;
   return path;
+}
+
+TEST(MasterUri, TheFormsRoscppCanUseAreAccepted) {
+  for (const char* uri :
+       {"http://localhost:11311", "http://localhost:11311/",
+        "http://127.0.0.1:1", "http://my-robot.local:65535/RPC2"}) {
+    EXPECT_TRUE(CheckMasterUri(uri, "--master").ok()) << uri;
+  }
+}
+
+TEST(MasterUri, WhatRoscppCannotSplitOrCannotReachIsRefusedSayingWhy) {
+  // roscpp's network::splitURI fails on these (and roscpp then aborts):
+  // a scheme other than "http://" or "rosrpc://", in lower case, and a
+  // ':' after it are required.
+  using Case = std::pair<const char*, const char*>;  // URI, why refused
+  for (const auto& [uri, why] : std::vector<Case>{
+           {"notauri", "does not start with http://"},
+           {"localhost:11311", "does not start with http://"},
+           {"HTTP://localhost:11311", "does not start with http://"},
+           {"https://localhost:11311", "does not start with http://"},
+           {"", "it is empty"},
+           {"http://localhost", "has no :PORT"},
+           // roscpp splits these into a host and port that cannot work:
+           // port 0, host "[", host "".
+           {"http://localhost:abc", "the port \"abc\" is not 1..65535"},
+           {"http://localhost:", "the port \"\" is not 1..65535"},
+           {"http://localhost:99999", "the port \"99999\" is not 1..65535"},
+           {"http://localhost:0", "the port \"0\" is not 1..65535"},
+           {"http://[::1]:11311", "IPv6"},
+           {"http://:11311", "names no host"},
+           {"http://a b:11311", "not a host name"}}) {
+    absl::Status s = CheckMasterUri(uri, "ROS_MASTER_URI (environment)");
+    ASSERT_FALSE(s.ok()) << uri;
+    EXPECT_TRUE(absl::IsInvalidArgument(s));
+    EXPECT_THAT(s.message(),
+                HasSubstr(std::string("ROS_MASTER_URI (environment) \"") +
+                          uri + "\" is not a ROS master URI"));
+    EXPECT_THAT(s.message(), HasSubstr(why)) << uri;
+    EXPECT_THAT(s.message(), HasSubstr("use http://HOST:PORT")) << uri;
+  }
 }
 
 TEST(BridgeConfigFile, ReadsPairsAndPrefixes) {

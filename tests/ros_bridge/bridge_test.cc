@@ -625,6 +625,39 @@ std::string WriteConfig(const std::string& name, const std::string& json) {
   return path;
 }
 
+TEST(BridgeCommandLine, MasterUriRoscppCannotParseIsRefusedBeforeRoscppSeesIt) {
+  const std::string root = testing::TmpDir() + "/shm_unused";
+  // roscpp ROS_BREAK()s (SIGTRAP, exit 133) on these.
+  Outcome flag = RunWithoutMaster(
+      {"--pair", "/a=/b", "--master", "notauri", "--root", root});
+  EXPECT_EQ(flag.code, 2) << flag.output;
+  EXPECT_NE(flag.output.find("--master \"notauri\" is not a ROS master URI"),
+            std::string::npos)
+      << flag.output;
+  EXPECT_NE(flag.output.find("use http://HOST:PORT"), std::string::npos)
+      << flag.output;
+  EXPECT_EQ(flag.output.find("BREAKPOINT"), std::string::npos) << flag.output;
+
+  Outcome env = RunWithoutMaster({"--pair", "/a=/b", "--root", root},
+                                 {{"ROS_MASTER_URI", "localhost:11311"}});
+  EXPECT_EQ(env.code, 2) << env.output;
+  EXPECT_NE(env.output.find("ROS_MASTER_URI (environment) "
+                            "\"localhost:11311\""),
+            std::string::npos)
+      << env.output;
+  EXPECT_NE(env.output.find("does not start with http://"), std::string::npos)
+      << env.output;
+
+  const std::string config = WriteConfig(
+      "bad_master.json",
+      R"({"master": "http://[::1]:11311", "pairs": [{"ros": "/a"}]})");
+  Outcome file = RunWithoutMaster({"--config", config, "--root", root});
+  EXPECT_EQ(file.code, 2) << file.output;
+  EXPECT_NE(file.output.find(config + ": master"), std::string::npos)
+      << file.output;
+  EXPECT_NE(file.output.find("IPv6"), std::string::npos) << file.output;
+}
+
 TEST(BridgeCommandLine, UnknownConfigFieldIsNamedWithWhereItIs) {
   const std::string config = WriteConfig(
       "typo.json",
