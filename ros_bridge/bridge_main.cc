@@ -53,6 +53,10 @@ constexpr char kUsage[] =
     "\n"
     "Set ROS_IP (or ROS_HOSTNAME) as for any ROS node.\n";
 
+bool IsFlag(const std::string& arg) {
+  return arg.rfind("--", 0) == 0 || arg == "-h";
+}
+
 int Usage(const std::string& why) {
   std::fprintf(stderr, "tether ros-bridge: %s\n(tether ros-bridge --help)\n",
                why.c_str());
@@ -85,7 +89,8 @@ int main(int argc, char** argv) {
         *out = value;
         return true;
       }
-      if (i + 1 >= args.size()) return false;
+      // "--pair --root DIR": the next flag is not --pair's value.
+      if (i + 1 >= args.size() || IsFlag(args[i + 1])) return false;
       *out = args[++i];
       return true;
     };
@@ -98,7 +103,12 @@ int main(int argc, char** argv) {
     } else if (a == "--pair" || a == "--prefix" || a == "--config" ||
                a == "--master" || a == "--node-name" || a == "--root" ||
                a == "--instance" || a == "--max-size" || a == "--depth") {
-      if (!take(&v)) return Usage(a + " needs a value");
+      if (!take(&v)) {
+        return Usage(a + " needs a value" +
+                     (i + 1 < args.size() ? " (" + args[i + 1] +
+                                                " is the next flag)"
+                                          : ""));
+      }
       if (a == "--pair") pairs.push_back(v);
       if (a == "--prefix") prefixes.push_back(v);
       if (a == "--config") config = v;

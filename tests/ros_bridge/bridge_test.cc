@@ -658,6 +658,19 @@ TEST(BridgeCommandLine, MasterUriRoscppCannotParseIsRefusedBeforeRoscppSeesIt) {
   EXPECT_NE(file.output.find("IPv6"), std::string::npos) << file.output;
 }
 
+TEST(BridgeCommandLine, FlagWithoutItsValueSaysSo) {
+  Outcome o = RunWithoutMaster(
+      {"--pair", "--root", testing::TmpDir() + "/shm_unused"});
+  EXPECT_EQ(o.code, 2) << o.output;
+  EXPECT_NE(o.output.find("--pair needs a value (--root is the next flag)"),
+            std::string::npos)
+      << o.output;
+  Outcome last = RunWithoutMaster({"--pair", "/a=/b", "--master"});
+  EXPECT_EQ(last.code, 2) << last.output;
+  EXPECT_NE(last.output.find("--master needs a value"), std::string::npos)
+      << last.output;
+}
+
 TEST(BridgeCommandLine, UnknownConfigFieldIsNamedWithWhereItIs) {
   const std::string config = WriteConfig(
       "typo.json",
