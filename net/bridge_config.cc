@@ -9,10 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "capnp/compat/json.h"
 #include "capnp/message.h"
-#include "kj/exception.h"
 #include "net/bridge_config.capnp.h"
+#include "transport/strict_json.h"
 
 namespace tether::net {
 namespace {
@@ -150,15 +149,12 @@ absl::StatusOr<BridgeOptions> ParseBridgeConfig(std::string_view json,
                                                 const std::string& origin) {
   capnp::MallocMessageBuilder message;
   auto root = message.initRoot<config::Bridge>();
-  try {
-    capnp::JsonCodec codec;
-    codec.setRejectUnknownFields(true);
-    codec.decode(kj::ArrayPtr<const char>(json.data(), json.size()), root);
-  } catch (const kj::Exception& e) {
+  if (absl::Status s =
+          transport::DecodeStrictJson(json, origin, capnp::toDynamic(root));
+      !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        origin, ": not a valid net bridge config: ",
-        e.getDescription().cStr(),
-        " (fields and values: net/bridge_config.capnp, example: "
+        s.message(), "\n", origin, ": not a valid net bridge config "
+        "(fields and values: net/bridge_config.capnp, example: "
         "net/README.md)"));
   }
   BridgeOptions o;

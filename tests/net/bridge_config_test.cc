@@ -92,6 +92,24 @@ TEST(BridgeConfig, UnknownFieldsAndValuesAreErrors) {
   EXPECT_THAT(o.status().message(), HasSubstr("sideways"));
 }
 
+TEST(BridgeConfig, UnknownFieldIsNamedWithItsFileLineAndTheValidNames) {
+  absl::StatusOr<BridgeOptions> o = ParseBridgeConfig(
+      "{\"name\": \"t1\",\n \"channels\": [{\"name\": \"/a\",\n"
+      "   \"directon\": \"in\", \"bogus\": 1}]}",
+      "t.json");
+  ASSERT_FALSE(o.ok());
+  const std::string m(o.status().message());
+  EXPECT_THAT(m, HasSubstr("t.json:3: channels[0].directon: unknown field; "
+                           "did you mean \"direction\"?"));
+  EXPECT_THAT(m, HasSubstr("t.json:3: channels[0].bogus: unknown field "
+                           "(fields of Channel in channels[0]: name, "
+                           "direction, reliability, historyDepth, "
+                           "deadlineMs)"));
+  EXPECT_THAT(m, HasSubstr("net/bridge_config.capnp"));
+  // Not Cap'n Proto's own exception text.
+  EXPECT_THAT(m, Not(HasSubstr("field.getName()")));
+}
+
 TEST(BridgeConfig, EmptyChannelListSaysWhatToWrite) {
   absl::StatusOr<BridgeOptions> o = ParseBridgeConfig("{}", "t.json");
   ASSERT_FALSE(o.ok());
