@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "capnp/message.h"
 #include "capnp/serialize.h"
 #include "dds/dds.h"
@@ -112,14 +113,25 @@ std::string FormatSnapshot(const BridgeSnapshot& s) {
   return out + details;
 }
 
+absl::Status CheckInterface(const std::string& interface) {
+  if (::if_nametoindex(interface.c_str()) != 0) return absl::OkStatus();
+  std::vector<std::string> there;
+  if (struct if_nameindex* all = ::if_nameindex(); all != nullptr) {
+    for (struct if_nameindex* i = all; i->if_index != 0; ++i) {
+      there.emplace_back(i->if_name);
+    }
+    ::if_freenameindex(all);
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "interface ", interface, " does not exist on this host (there: ",
+      there.empty() ? std::string("none") : absl::StrJoin(there, ", "),
+      "): name one that `ip link` lists in the bridge config's "
+      "\"interface\" (default \"lo\")"));
+}
+
 absl::Status Bridge::Impl::Setup() {
   const DdsOptions& d = options.dds;
-  if (::if_nametoindex(d.interface.c_str()) == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "interface ", d.interface,
-        " does not exist on this host: name one that `ip link` lists in "
-        "the bridge config's \"interface\" (default \"lo\")"));
-  }
+  if (absl::Status s = CheckInterface(d.interface); !s.ok()) return s;
   const std::string xml = CycloneConfigXml(d);
   domain = dds_create_domain(d.domain, xml.c_str());
   if (domain < 0) {

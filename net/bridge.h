@@ -85,6 +85,11 @@ std::string FormatSnapshot(const BridgeSnapshot& snapshot);
 // The status channel of bridge `name`: /tether/net/<name>/status.
 std::string StatusChannelName(const std::string& name);
 
+// OK if `interface` exists on this host; else FailedPrecondition naming
+// the interfaces there and the config field to fix. Create() and --check
+// call it. Setup.
+absl::Status CheckInterface(const std::string& interface);
+
 class Bridge {
  public:
   // Joins the DDS domain on the one configured interface (FailedPrecondition

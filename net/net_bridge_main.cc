@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,7 +21,11 @@
 #include "loop/signals.h"
 #include "net/bridge.h"
 #include "net/bridge_config.h"
+#include "net/local_channels.h"
+#include "shm/channel.h"
+#include "transport/channel_set.h"
 #include "transport/node_environment.h"
+#include "transport/schema_registry.h"
 
 namespace {
 
@@ -32,7 +38,9 @@ FILE (JSON; fields in net/bridge_config.capnp, example in net/README.md)
 lists each channel with its direction ("out": this host's channel to DDS;
 "in": DDS to a channel here, created from what the sender announces, or
 checked against the existing one, a mismatch refused with both sides
-named), its QoS (reliability, historyDepth, deadlineMs), and the DDS domain,
+named; listed both out and in, it is forwarded both ways and a message
+that came in is never sent back out; listed twice in one direction, it is
+an error), its QoS (reliability, historyDepth, deadlineMs), and the DDS domain,
 partition and the one interface the bridge may use (default "lo": nothing
 leaves this host unless an interface is named). CYCLONEDDS_URI is ignored.
 
@@ -50,7 +58,12 @@ options:
   --status-interval SEC    publish the status this often (default 1)
   --print-interval SEC     print the status this often; 0: only at the end (default 5)
   --duration SEC           stop after this long (default: until Ctrl-C)
-  --check                  load and check the config, print what it forwards, exit
+  --check                  check the config and this host, print what it
+                           forwards, exit: 1 if a run would fail (bad config,
+                           no such interface, an out channel that cannot be
+                           opened); an out channel not in the instance yet is
+                           only noted (exit 0), as the stack that declares it
+                           may create it before the bridge starts
   -h, --help               this help
 )";
 
@@ -79,6 +92,51 @@ std::string HostName() {
   char buf[256] = {};
   if (::gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
   return buf;
+}
+
+// --check: the config (already loaded) and what a run would fail on that
+// can be known without starting: the interface, and each out channel as the
+// run opens it. An out channel that does not exist yet is only noted: the
+// stack may create it before the bridge starts.
+int Check(const tether::net::BridgeOptions& options,
+          const tether::shm::ChannelOptions& channels) {
+  using tether::net::Direction;
+  std::cout << "net-bridge " << options.name << ": domain "
+            << options.dds.domain << ", partition " << options.dds.partition
+            << ", interface " << options.dds.interface << "\n";
+  std::set<std::string> out, in;
+  for (const auto& c : options.channels) {
+    std::cout << "  " << tether::net::ToString(c.direction) << "  " << c.name
+              << "  " << tether::net::ToString(c.reliability) << "\n";
+    (c.direction == Direction::kOut ? out : in).insert(c.name);
+  }
+  for (const std::string& name : out) {
+    if (in.count(name) != 0) {
+      std::cout << "  " << name << " is forwarded both ways (out and in); "
+                << "a message that came in is never sent back out\n";
+    }
+  }
+  int code = kExitOk;
+  if (absl::Status s = tether::net::CheckInterface(options.dds.interface);
+      !s.ok()) {
+    std::cerr << "tether net-bridge: " << s.message() << "\n";
+    code = kExitFailure;
+  }
+  for (const std::string& name : out) {
+    tether::transport::SchemaRegistry schemas;
+    absl::StatusOr<std::unique_ptr<tether::transport::ChannelSet>> set =
+        tether::net::OpenChannelSet(channels, {name}, {}, schemas);
+    if (set.ok()) continue;
+    if (absl::IsNotFound(set.status())) {
+      std::cerr << "tether net-bridge: note: " << set.status().message()
+                << " (a run now would fail; --check passes it, since the "
+                   "stack may create it before the bridge starts)\n";
+    } else {
+      std::cerr << "tether net-bridge: " << set.status().message() << "\n";
+      code = kExitFailure;
+    }
+  }
+  return code;
 }
 
 }  // namespace
@@ -150,24 +208,17 @@ int main(int argc, char** argv) {
     std::cerr << "tether net-bridge: " << options.status().message() << "\n";
     return kExitFailure;
   }
-  if (check) {
-    std::cout << "net-bridge " << options->name << ": domain "
-              << options->dds.domain << ", partition " << options->dds.partition
-              << ", interface " << options->dds.interface << "\n";
-    for (const auto& c : options->channels) {
-      std::cout << "  " << tether::net::ToString(c.direction) << "  " << c.name
-                << "  " << tether::net::ToString(c.reliability) << "\n";
-    }
-    return kExitOk;
-  }
+  tether::shm::ChannelOptions channels;
+  if (!root.empty()) channels.root = root;
+  if (!instance.empty()) channels.instance = instance;
+  if (check) return Check(*options, channels);
   if (std::getenv("CYCLONEDDS_URI") != nullptr) {
     std::cerr << "tether net-bridge: CYCLONEDDS_URI is ignored; the bridge "
                  "config's domain, interface and peers decide\n";
   }
 
   tether::net::BridgeRuntime runtime;
-  if (!root.empty()) runtime.channels.root = root;
-  if (!instance.empty()) runtime.channels.instance = instance;
+  runtime.channels = channels;
   runtime.host = HostName();
   runtime.boot_id = ReadLine("/proc/sys/kernel/random/boot_id");
   runtime.status_interval =
