@@ -165,9 +165,13 @@ int main(int argc, char** argv) {
         *out = value;
         return true;
       }
-      if (i + 1 >= args.size()) {
-        std::cerr << "tether net-bridge: " << a
-                  << " needs a value; see tether net-bridge --help\n";
+      // "--config --check": the next flag is not --config's value.
+      if (i + 1 >= args.size() || args[i + 1].rfind("--", 0) == 0) {
+        std::cerr << "tether net-bridge: " << a << " needs a value"
+                  << (i + 1 < args.size() ? " (" + args[i + 1] +
+                                                " is the next flag)"
+                                          : "")
+                  << "; see tether net-bridge --help\n";
         return false;
       }
       *out = args[++i];

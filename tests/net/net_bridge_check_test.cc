@@ -1,5 +1,5 @@
-// `tether net-bridge --check`: the real binary, no DDS started, no network
-// needed.
+// `tether net-bridge --check` and the command line: the real binary, no DDS
+// started, no network needed.
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -126,6 +126,13 @@ TEST_F(NetBridgeCheckTest, UnknownFieldNamesTheFileTheFieldAndTheValidNames) {
   EXPECT_THAT(o.output, HasSubstr(config + ":1: bogus: unknown field"));
   EXPECT_THAT(o.output, HasSubstr("name, domain, partition, interface"));
   EXPECT_THAT(o.output, Not(HasSubstr("field.getName()")));
+}
+
+TEST_F(NetBridgeCheckTest, AFlagInsteadOfAValueSaysWhichFlagNeedsOne) {
+  Outcome o = Run("--config --check");
+  EXPECT_EQ(o.code, 2) << o.output;
+  EXPECT_THAT(o.output,
+              HasSubstr("--config needs a value (--check is the next flag)"));
 }
 
 }  // namespace
