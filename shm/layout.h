@@ -316,8 +316,9 @@ struct SleeperEntry {
 struct alignas(kCacheLine) PublisherEntry {
   std::atomic<OwnerToken> owner;
   std::atomic<uint64_t> messages_sent;
-  // Sends that failed (too large, no loan, corrupt): visible to tools, so a
-  // publisher's failures are never silent.
+  // Sends that failed (too large, no loan, corrupt, and the transport's
+  // malformed or overflowing builds: Publisher::CountFailure): visible to
+  // tools, so a publisher's failures are never silent.
   std::atomic<uint64_t> send_failures;
 };
 

@@ -115,10 +115,14 @@ void Publisher::TakeNextLoan(uint64_t evicted, uint64_t evicted_index) {
   loan_ = channel_->ClaimFreeSlot(index_, &hint_, /*sweep=*/false);
 }
 
-SendResult Publisher::Fail(SendStatus status) {
+void Publisher::CountFailure() {
   PublisherEntry* e = channel_->publisher_entry(index_);
   e->send_failures.fetch_add(1, std::memory_order_relaxed);
   ++failures_;
+}
+
+SendResult Publisher::Fail(SendStatus status) {
+  CountFailure();
   return {status};
 }
 

@@ -75,10 +75,20 @@ class Publisher {
   SendResult Send(size_t size, const SendTimes* times = nullptr,
                   size_t offset = 0);
 
+  // Counts one send that failed in a layer above before it reached Send()
+  // (no loan to build in, a build that outgrew the slot or was malformed),
+  // in send_failures() and in the channel's publisher registry, where tools
+  // read it: as Send() counts its own failures. Send() counts those
+  // itself, so call this only for an attempt that never reaches Send(),
+  // once. RT-safe: one relaxed atomic add in shared memory (tools read a
+  // count, not an ordering); no allocation, no lock, no syscall.
+  void CountFailure();
+
   uint32_t index() const { return index_; }
   uint64_t messages_sent() const { return sequence_; }
-  // Sends that failed (any status but kOk), also counted in the channel's
-  // publisher registry for tools.
+  // Sends that failed (any status but kOk, here or counted by
+  // CountFailure()), also counted in the channel's publisher registry for
+  // tools.
   uint64_t send_failures() const { return failures_; }
   Channel* channel() const { return channel_; }
 
