@@ -49,7 +49,10 @@ absl::StatusOr<std::unique_ptr<RawPublisher>> RawPublisher::Create(
 
 PublishResult RawPublisher::Send(size_t size, const SendTimes* times,
                                  size_t offset) {
-  if (size > channel_->max_size()) return {PublishStatus::kTooLarge};
+  // Failures past this line are counted by shm::Publisher::Send.
+  if (size > channel_->max_size()) {
+    return CountFailure(PublishStatus::kTooLarge);
+  }
   SendTimes stamped;
   if (hooks_ != nullptr && times == nullptr) {
     hooks_->StampSend(&stamped);
@@ -71,11 +74,14 @@ PublishResult RawPublisher::Send(size_t size, const SendTimes* times,
 
 PublishResult RawPublisher::Publish(std::span<const std::byte> framed,
                                     const SendTimes* times) {
+  // Each early return counts its failure; Send() counts its own.
   std::span<std::byte> loan = publisher_->Loan();
-  if (loan.empty()) return {PublishStatus::kNoLoan};
-  if (framed.size() > channel_->max_size()) return {PublishStatus::kTooLarge};
+  if (loan.empty()) return CountFailure(PublishStatus::kNoLoan);
+  if (framed.size() > channel_->max_size()) {
+    return CountFailure(PublishStatus::kTooLarge);
+  }
   FinishResult copied = CopyMessageIntoSlot(framed, loan, channel_->name());
-  if (!copied.ok()) return {PublishStatusOf(copied)};
+  if (!copied.ok()) return CountFailure(PublishStatusOf(copied));
   uint32_t segments_minus_one = 0;
   std::memcpy(&segments_minus_one, loan.data(), sizeof(segments_minus_one));
   if (segments_minus_one != 0) return Reframe(loan, copied, times);
@@ -93,7 +99,7 @@ PublishResult RawPublisher::Reframe(std::span<std::byte> loan,
   capnp::AnyPointer::Reader root;
   if (internal::CheckWholeMessage(reader, nullptr, &root) !=
       FramingStatus::kOk) {
-    return {PublishStatus::kMalformed};
+    return CountFailure(PublishStatus::kMalformed);
   }
   if (reframe_arena_ == nullptr) {
     reframe_arena_ = std::make_unique<BuildArena>(channel_->max_size());
@@ -104,11 +110,11 @@ PublishResult RawPublisher::Reframe(std::span<std::byte> loan,
     try {
       builder.setRoot(root);
     } catch (const kj::Exception&) {
-      return {PublishStatus::kMalformed};
+      return CountFailure(PublishStatus::kMalformed);
     }
     rebuilt = builder.Finish();
   }
-  if (!rebuilt.ok()) return {PublishStatusOf(rebuilt)};
+  if (!rebuilt.ok()) return CountFailure(PublishStatusOf(rebuilt));
   return Send(rebuilt.size, times, rebuilt.offset);
 }
 

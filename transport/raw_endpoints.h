@@ -76,6 +76,11 @@ class EndpointHooks {
 
 // One publisher on a channel. Not copyable or movable; one thread at a time
 // (one publisher per thread). Destroy it before its ChannelHandle.
+//
+// Failed sends are never silent: every Send() or Publish() that returns a
+// status other than kOk has been counted once in send_failures(), which is
+// the channel's shared per-publisher counter that `tether list`/`stat`,
+// EventLoop::Peers() and the demo's monitor read (ChannelHandle::stats()).
 class RawPublisher {
  public:
   // Registers a publisher (ResourceExhausted naming maxPublishers when the
@@ -89,13 +94,16 @@ class RawPublisher {
   RawPublisher& operator=(const RawPublisher&) = delete;
 
   // The loaned slot to build the next message in (slot size bytes, 64-byte
-  // aligned); empty if none can be had now. RT-safe.
+  // aligned); empty if none can be had now. An empty loan is not counted by
+  // itself: Send() then fails with kNoLoan (counted), and a caller that
+  // gives up instead calls CountFailure(PublishStatus::kNoLoan). RT-safe.
   std::span<std::byte> Loan() { return publisher_->Loan(); }
 
   // Commits `size` bytes of the loan starting `offset` bytes into it (a
   // multiple of 8: where SlotMessageBuilder::Finish() says the message
-  // starts). RT-safe: no allocation, no lock, at most one syscall (the
-  // wake, only when a reader sleeps).
+  // starts). A failure (kTooLarge past the channel's maxSize, kNoLoan,
+  // kCorrupt) is counted once in send_failures(). RT-safe: no allocation,
+  // no lock, at most one syscall (the wake, only when a reader sleeps).
   PublishResult Send(size_t size, const SendTimes* times = nullptr,
                      size_t offset = 0);
 
@@ -106,12 +114,28 @@ class RawPublisher {
   // checked whole and rebuilt as one segment in a private arena (mapped on
   // first use), so that readers of the channel never allocate for it: that
   // path is O(message) and not RT-safe (Cap'n Proto's reader allocates a
-  // table per extra segment); kMalformed if the check fails.
+  // table per extra segment); kMalformed if the check fails. Every failure
+  // (no loan, too large, malformed, corrupt) is counted once in
+  // send_failures().
   PublishResult Publish(std::span<const std::byte> framed,
                         const SendTimes* times = nullptr);
 
+  // Counts one send that failed before it reached Send() -- a layer above
+  // found no loan (an empty Loan() it gives up on), or its build outgrew
+  // the slot or was malformed -- in send_failures(), and returns `status`
+  // as the result. Send() and Publish() count their own failures: never
+  // call this for one of their results. RT-safe: one relaxed atomic add in
+  // shared memory; no allocation, no lock, no syscall.
+  PublishResult CountFailure(PublishStatus status) {
+    publisher_->CountFailure();
+    return {status};
+  }
+
   ChannelHandle* channel() const { return channel_; }
   uint64_t messages_sent() const { return publisher_->messages_sent(); }
+  // Sends of this publisher that failed, at any layer (what its entry in
+  // the channel's registry says, for tools). RT-safe.
+  uint64_t send_failures() const { return publisher_->send_failures(); }
 
  private:
   RawPublisher(ChannelHandle* channel, std::unique_ptr<shm::Publisher> p,

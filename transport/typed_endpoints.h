@@ -141,6 +141,12 @@ class Loan {
 // Not copyable or movable; one thread at a time (one publisher per thread).
 // Destroy it before its ChannelHandle (and, when an event loop made it,
 // before that loop).
+//
+// A failed send is counted once in the channel's shared per-publisher
+// send_failures (RawPublisher::send_failures(); what `tether list`/`stat`,
+// EventLoop::Peers() and the demo's monitor read), whichever layer found
+// it: MakeLoan() that finds no slot, Send() whose build outgrew the slot or
+// was malformed, or the raw and shm sends below.
 template <typename T>
 class Publisher {
  public:
@@ -159,9 +165,12 @@ class Publisher {
   Publisher& operator=(const Publisher&) = delete;
 
   // Starts a message for the loaned slot, built in this publisher's private
-  // arena (framing.h). RT-safe: no allocation; zeroes the words the
-  // previous message used. Aborts if a loan is already out (misuse: build
-  // one message at a time).
+  // arena (framing.h). An invalid loan (valid() false) when no slot can be
+  // had (every slot pinned or held): that send has failed with kNoLoan and
+  // is counted in send_failures() here, once (a Send() of the invalid loan
+  // counts nothing more). RT-safe: no allocation, no lock (one relaxed
+  // atomic add when it fails); zeroes the words the previous message used.
+  // Aborts if a loan is already out (misuse: build one message at a time).
   Loan<T> MakeLoan() {
     if (builder_.has_value()) {
       std::fprintf(stderr, "tether: Publisher<T>::MakeLoan on %s while a loan "
@@ -170,7 +179,10 @@ class Publisher {
       std::abort();
     }
     std::span<std::byte> slot = raw_->Loan();
-    if (slot.empty()) return Loan<T>(nullptr, typename T::Builder(nullptr));
+    if (slot.empty()) {
+      (void)raw_->CountFailure(PublishStatus::kNoLoan);
+      return Loan<T>(nullptr, typename T::Builder(nullptr));
+    }
     slot = slot.first(raw_->channel()->max_size() & ~size_t{7});
     builder_.emplace(&arena_, slot, raw_->channel()->name());
     return Loan<T>(this, builder_->template initRoot<T>());
@@ -179,16 +191,21 @@ class Publisher {
   // Finishes and commits the loan's message. kTooLarge if it outgrew the
   // slot, kMalformed if an InitBlob() was given a field that is not a Data
   // field (the build is dropped either way; last_finish().ErrorMessage()
-  // says by how much or which). RT-safe for messages that fit.
+  // says by how much or which). kNoLoan for an invalid loan (already
+  // counted by MakeLoan()) or one of another publisher. Every other
+  // failure is counted once in send_failures(): here for a failed build,
+  // below (RawPublisher::Send) for the commit. RT-safe (no allocation, no
+  // lock), failed builds included.
   PublishResult Send(Loan<T>&& loan, const SendTimes* times = nullptr) {
+    if (loan.publisher_ == nullptr) return {PublishStatus::kNoLoan};
     if (loan.publisher_ != this || !builder_.has_value()) {
-      return {PublishStatus::kNoLoan};
+      return raw_->CountFailure(PublishStatus::kNoLoan);
     }
     loan.publisher_ = nullptr;
     FinishResult finished = builder_->Finish();
     last_finish_ = finished;
     builder_.reset();
-    if (!finished.ok()) return {PublishStatusOf(finished)};
+    if (!finished.ok()) return raw_->CountFailure(PublishStatusOf(finished));
     return raw_->Send(finished.size, times, finished.offset);
   }
 

@@ -1,7 +1,8 @@
 // Typed and raw endpoints over shared-memory channels: round trips of several
-// message shapes, overflow, type mismatch, malformed bytes, the schema that
-// travels with a channel, JSON through the dynamic layer, channel listing,
-// and no allocation on the send and receive paths.
+// message shapes, overflow, type mismatch, malformed bytes, failed sends
+// counted where tools read them, the schema that travels with a channel,
+// JSON through the dynamic layer, channel listing, and no allocation on the
+// send and receive paths.
 #include <grp.h>
 #include <sys/stat.h>
 
@@ -13,6 +14,8 @@
 #include "capnp/serialize.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shm/channel.h"
+#include "shm/channel_access.h"
 #include "tests/shm/shm_test_util.h"
 #include "tests/transport/framing_test.capnp.h"
 #include "tests/util/alloc_counter.h"
@@ -51,6 +54,17 @@ class EndpointsTest : public ::testing::Test {
     auto h = ChannelHandle::Create(root_.options(), c.asReader(), schemas_);
     EXPECT_TRUE(h.ok()) << h.status();
     return h.ok() ? std::move(*h) : nullptr;
+  }
+
+  // Writes `value` over the pin word of every slot of channel `name`, as a
+  // process with write access to its reader-state file can
+  // (docs/security.md): with any bit set, no slot can be loaned.
+  void SetEveryPinWord(const std::string& name, uint64_t value) {
+    auto c = shm::Channel::Open(root_.options(), name);
+    ASSERT_TRUE(c.ok()) << c.status();
+    for (uint64_t s = 0; s < (*c)->params().pool_size(); ++s) {
+      shm::internal::ChannelAccess::pin_word(**c, s)->store(value);
+    }
   }
 
   shm::testing::ScopedRoot root_;
@@ -161,6 +175,7 @@ TEST_F(EndpointsTest, InitBlobByNameResolvesOnceAndRefusesWhatIsNotADataField) {
         << bad;
     EXPECT_EQ((*pub)->last_finish().status, FramingStatus::kBadBlob) << bad;
   }
+  EXPECT_EQ(ch->stats().send_failures, 3u);  // each refusal, once
 }
 
 TEST_F(EndpointsTest, AMessageThatOutgrowsTheSlotIsAnErrorNamingTheChannel) {
@@ -176,12 +191,108 @@ TEST_F(EndpointsTest, AMessageThatOutgrowsTheSlotIsAnErrorNamingTheChannel) {
   EXPECT_THAT(error, HasSubstr("128"));
   Message<Sample> m;
   EXPECT_EQ((*sub)->Next(&m), ReceiveStatus::kNothingNew);
+  // Counted once, where tools read it.
+  EXPECT_EQ(ch->stats().send_failures, 1u);
   // The publisher carries on.
   Loan<Sample> ok = (*pub)->MakeLoan();
   ok.root().setStamp(1);
   EXPECT_EQ((*pub)->Send(std::move(ok)).status, PublishStatus::kOk);
   ASSERT_EQ((*sub)->Next(&m), ReceiveStatus::kOk);
   EXPECT_EQ(m.root.getStamp(), 1u);
+  EXPECT_EQ(ch->stats().send_failures, 1u);
+}
+
+// An attacker with write access to the reader-state file sets every pin
+// word (docs/security.md): no slot can be loaned, so each typed send fails
+// -- and each is counted once in the publisher's shared send_failures, read
+// by another handle on the channel as `tether list` and the demo's monitor
+// read it. Sending the invalid loan anyway (what the demo nodes do not do,
+// but may) counts nothing more.
+TEST_F(EndpointsTest, TypedSendsWithEverySlotPinnedAreEachCountedOnce) {
+  auto ch = MakeChannel("/pinned", kScalars, 128, 4);
+  auto pub = Publisher<Scalars>::Create(ch.get());
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  auto tool = ChannelHandle::Open(root_.options(), "/pinned");
+  ASSERT_TRUE(tool.ok()) << tool.status();
+  SetEveryPinWord("/pinned", ~uint64_t{0});
+  // The loan the publisher already holds still goes out.
+  Loan<Scalars> held = (*pub)->MakeLoan();
+  ASSERT_TRUE(held.valid());
+  ASSERT_EQ((*pub)->Send(std::move(held)).status, PublishStatus::kOk);
+
+  constexpr uint64_t kAttempts = 9;
+  for (uint64_t i = 0; i < kAttempts; ++i) {
+    Loan<Scalars> loan = (*pub)->MakeLoan();
+    EXPECT_FALSE(loan.valid()) << i;
+    if (i % 2 == 1) {
+      EXPECT_EQ((*pub)->Send(std::move(loan)).status, PublishStatus::kNoLoan);
+    }
+  }
+  EXPECT_EQ((*tool)->stats().send_failures, kAttempts);
+  EXPECT_EQ((*pub)->raw()->send_failures(), kAttempts);
+  EXPECT_EQ((*tool)->stats().next_queue_index, 1u);  // nothing more sent
+
+  // Once the words are cleared, sends work again and count no failure.
+  SetEveryPinWord("/pinned", 0);
+  Loan<Scalars> loan = (*pub)->MakeLoan();
+  ASSERT_TRUE(loan.valid());
+  EXPECT_EQ((*pub)->Send(std::move(loan)).status, PublishStatus::kOk);
+  auto list = ListChannels(root_.options());
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].stats.send_failures, kAttempts);
+  EXPECT_EQ((*list)[0].stats.next_queue_index, 2u);
+}
+
+// RawPublisher::Publish and Send refuse before the shared-memory send
+// (larger than maxSize, not a message, no loan): each refusal is counted
+// once in send_failures, and those the shm send refuses are not counted
+// twice.
+TEST_F(EndpointsTest, RawSendAndPublishFailuresAreEachCountedOnce) {
+  // maxSize 250: the slot is 256 bytes, so 251..256 fit the slot but not
+  // the channel.
+  auto ch = MakeChannel("/raw_fail", kSample, 250, 4);
+  auto raw = RawPublisher::Create(ch.get());
+  auto sub = Subscriber<Sample>::Create(ch.get());
+  ASSERT_TRUE(raw.ok() && sub.ok());
+  auto tool = ChannelHandle::Open(root_.options(), "/raw_fail");
+  ASSERT_TRUE(tool.ok()) << tool.status();
+  auto failures = [&] { return (*tool)->stats().send_failures; };
+
+  std::vector<std::byte> too_large(256, std::byte{0});
+  EXPECT_EQ((*raw)->Publish(too_large).status, PublishStatus::kTooLarge);
+  EXPECT_EQ(failures(), 1u);
+  std::vector<std::byte> junk(24, std::byte{0xff});
+  EXPECT_EQ((*raw)->Publish(junk).status, PublishStatus::kMalformed);
+  EXPECT_EQ(failures(), 2u);
+  EXPECT_EQ((*raw)->Send(256).status, PublishStatus::kTooLarge);
+  EXPECT_EQ(failures(), 3u);
+
+  // A valid message goes out and counts nothing.
+  capnp::MallocMessageBuilder message;
+  message.initRoot<Sample>().setStamp(5);
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
+  std::span<const std::byte> framed(
+      reinterpret_cast<const std::byte*>(words.begin()), words.size() * 8);
+  ASSERT_EQ((*raw)->Publish(framed).status, PublishStatus::kOk);
+  EXPECT_EQ(failures(), 3u);
+  Message<Sample> m;
+  ASSERT_EQ((*sub)->Next(&m), ReceiveStatus::kOk);
+  EXPECT_EQ(m.root.getStamp(), 5u);
+  (*sub)->Release();
+
+  // No slot: the held loan goes out, then every Publish fails, counted.
+  SetEveryPinWord("/raw_fail", ~uint64_t{0});
+  ASSERT_EQ((*raw)->Publish(framed).status, PublishStatus::kOk);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ((*raw)->Publish(framed).status, PublishStatus::kNoLoan);
+  }
+  EXPECT_EQ(failures(), 7u);
+  // Send() without a loan: counted by the shm send, once.
+  EXPECT_EQ((*raw)->Send(framed.size()).status, PublishStatus::kNoLoan);
+  EXPECT_EQ(failures(), 8u);
+  EXPECT_EQ((*raw)->send_failures(), 8u);
+  EXPECT_EQ((*tool)->stats().next_queue_index, 2u);
 }
 
 TEST_F(EndpointsTest, ADroppedLoanIsAbandonedAndTheNextOneWorks) {
@@ -334,6 +445,7 @@ TEST_F(EndpointsTest, PublishRebuildsAMultiSegmentMessageAsOneSegment) {
   std::span<const std::byte> bad(
       reinterpret_cast<const std::byte*>(broken.data()), broken.size() * 8);
   EXPECT_EQ((*raw)->Publish(bad).status, PublishStatus::kMalformed);
+  EXPECT_EQ(ch->stats().send_failures, 1u);
 }
 
 // A multi-segment message whose two pointers share one target (legal on
@@ -361,6 +473,7 @@ TEST_F(EndpointsTest, PublishRefusesAMultiSegmentMessageThatOutgrowsTheSlot) {
       reinterpret_cast<const std::byte*>(words.data()), words.size() * 8);
   ASSERT_LE(framed.size(), 4096u);
   EXPECT_EQ((*raw)->Publish(framed).status, PublishStatus::kTooLarge);
+  EXPECT_EQ(ch->stats().send_failures, 1u);
   Message<Sample> m;
   EXPECT_EQ((*sub)->Next(&m), ReceiveStatus::kNothingNew);
 
