@@ -71,9 +71,19 @@ int RunPub(const PubOptions& options, std::ostream& out, std::ostream& err) {
     }
     const transport::PublishResult r = (*publisher)->Publish(framed);
     if (r.status != transport::PublishStatus::kOk) {
-      err << "tether pub: " << options.channel << ": "
-          << transport::ToString(r.status) << " (after " << sent
-          << " sent)\n";
+      err << "tether pub: " << options.channel << ": ";
+      if (r.status == transport::PublishStatus::kTooLarge) {
+        // Publish() refuses what is larger than maxSize as given, or (a
+        // message of several segments) once rebuilt as one.
+        const uint32_t limit = channel->handle->max_size();
+        err << "message of " << framed.size()
+            << " bytes is larger than the channel's maxSize of " << limit
+            << " bytes"
+            << (framed.size() > limit ? "" : " once rebuilt as one segment");
+      } else {
+        err << transport::ToString(r.status);
+      }
+      err << " (after " << sent << " sent)\n";
       return kExitFailure;
     }
     ++sent;

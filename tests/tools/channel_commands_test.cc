@@ -38,12 +38,12 @@ class ChannelCommandsTest : public ::testing::Test {
 
   std::unique_ptr<transport::ChannelHandle> MakeChannel(
       const std::string& name, uint32_t depth = 16, uint32_t publishers = 2,
-      uint32_t pinned = 2) {
+      uint32_t pinned = 2, uint32_t max_size = 256) {
     capnp::MallocMessageBuilder m;
     auto c = m.initRoot<transport::config::Channel>();
     c.setName(name);
     c.setType("tests/transport/framing_test.capnp:Scalars");
-    c.setMaxSize(256);
+    c.setMaxSize(max_size);
     c.setFrequencyHz(1000);
     c.setQueueDepth(depth);
     c.setMaxPublishers(publishers);
@@ -245,6 +245,25 @@ TEST_F(ChannelCommandsTest, PubUnknownChannelAndFullChannel) {
   std::ostringstream out2, err2;
   EXPECT_EQ(RunPub(p, out2, err2), kExitFailure);
   EXPECT_THAT(err2.str(), HasSubstr("maxPublishers"));
+}
+
+// A message larger than the channel's maxSize: the error gives both sizes
+// (what to shrink, or what to raise maxSize to), nothing is sent, and the
+// failed send is counted where `tether list` reads it.
+TEST_F(ChannelCommandsTest, PubOfAMessageLargerThanMaxSizeSaysBothSizes) {
+  auto ch = MakeChannel("/robot/scalars", 16, 2, 2, /*max_size=*/32);
+  PubOptions p;
+  p.channels = root_.options();
+  p.channel = "/robot/scalars";
+  p.json = R"({"i64": "1", "f64": 2.5})";  // 40 bytes framed: 3 data words
+  std::ostringstream out, err;
+  EXPECT_EQ(RunPub(p, out, err), kExitFailure);
+  EXPECT_THAT(err.str(),
+              HasSubstr("tether pub: /robot/scalars: message of 40 bytes is "
+                        "larger than the channel's maxSize of 32 bytes "
+                        "(after 0 sent)"));
+  EXPECT_EQ(ch->stats().next_queue_index, 0u);
+  EXPECT_EQ(ch->stats().send_failures, 1u);
 }
 
 TEST(StatRow, PercentilesRateAndTable) {
