@@ -150,6 +150,19 @@ void ExpectNoCrash(const std::string& out) {
       << "a node crashed";
 }
 
+// The monitor's final SEND FAIL for `channel` (its summary's last column),
+// or -1 when there is no such row.
+long MonitorSendFailures(const std::string& out, const std::string& channel) {
+  std::regex row("\\[monitor\\] " + channel +
+                 R"((?:\s+[\d.]+){7}\s+(\d+)\n)");
+  long failures = -1;
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), row);
+       it != std::sregex_iterator(); ++it) {
+    failures = std::stol((*it)[1]);
+  }
+  return failures;
+}
+
 // The failed sends `node` counted, from its final line ("N failed sends").
 long FailedSends(const std::string& out, const std::string& node) {
   std::smatch m;
@@ -314,6 +327,35 @@ TEST(DemoHostile, ATruncatedChannelFileSigbusesNobody) {
   }
   EXPECT_THAT(out, HasSubstr("the channel file was truncated"));
   EXPECT_GT(FailedSends(out, "sensors"), 0);
+  ExpectTheStackSurvived(out, "/robot/imu");
+}
+
+// Reproducer 2c: a process that may write /plant/state's reader-state file
+// (docs/security.md) sets every pin word, so the actuator's typed sends
+// find no slot to build in. They fail, and the failures are not silent: the
+// monitor's summary shows them for /plant/state (read from the channel's
+// shared counters while the actuator still counts on, so at most the
+// actuator's own final count), and nobody crashes.
+TEST(DemoHostile, EverySlotPinnedMakesSendsFailAndTheMonitorShowsThem) {
+  LiveDemo demo(5);
+  demo.WaitUntilRunning();
+  {
+    auto c = shm::Channel::Open(demo.options(), "/plant/state");
+    ASSERT_TRUE(c.ok()) << c.status();
+    for (uint64_t s = 0; s < (*c)->params().pool_size(); ++s) {
+      shm::internal::ChannelAccess::pin_word(**c, s)->store(~uint64_t{0});
+    }
+  }
+  int status = 0;
+  const std::string out = demo.Finish(&status);
+  SCOPED_TRACE(out);
+  ExpectNoCrash(out);
+  const long actuator = FailedSends(out, "actuator");
+  const long monitor = MonitorSendFailures(out, "/plant/state");
+  EXPECT_GT(actuator, 0);
+  EXPECT_GT(monitor, 0);
+  EXPECT_LE(monitor, actuator);
+  EXPECT_EQ(MonitorSendFailures(out, "/robot/imu"), 0);
   ExpectTheStackSurvived(out, "/robot/imu");
 }
 
