@@ -201,6 +201,21 @@ std::string_view Channel::corruption() const {
   return corruption_;
 }
 
+absl::Status Channel::CorruptionError(std::string_view consequence) const {
+  const std::string_view what = corruption();
+  return absl::DataLossError(absl::StrCat(
+      "channel ", name_, " is corrupt: ",
+      what.empty() ? std::string("(the finding is still being recorded)")
+                   : std::string(what),
+      " (", path_, ")", consequence.empty() ? "" : "; ",
+      std::string(consequence),
+      ". To recover, stop the processes that use it (stop the stack), then "
+      "run `",
+      clean_command_,
+      "` (it removes a corrupt channel that no live process uses) and start "
+      "them again"));
+}
+
 void Channel::ReportCorruption(const char* what, uint64_t a,
                                uint64_t b) const {
   int expected = 0;

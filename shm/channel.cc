@@ -65,6 +65,28 @@ std::string Channel::PathFor(const ChannelOptions& options,
   return absl::StrCat(options.root, "/", options.instance, "/", Escape(name));
 }
 
+std::string Channel::CleanCommand(const ChannelOptions& options) {
+  // Single quotes where a shell would split or expand the value.
+  auto quoted = [](const std::string& v) {
+    const bool plain =
+        !v.empty() &&
+        v.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                            "0123456789_-./:,+=@%") == std::string::npos;
+    if (plain) return v;
+    std::string out = "'";
+    for (char ch : v) {
+      if (ch == '\'') {
+        out += "'\\''";
+      } else {
+        out += ch;
+      }
+    }
+    return out + "'";
+  };
+  return absl::StrCat("tether clean --root ", quoted(options.root),
+                      " --instance ", quoted(options.instance));
+}
+
 absl::StatusOr<std::unique_ptr<Channel>> Channel::OpenOrCreate(
     const ChannelOptions& options, std::string_view name,
     const QueueParams& params, std::span<const std::byte> metadata) {
@@ -358,6 +380,7 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Map(
   c->state_guard_ = internal::RegisterMapping(sm, sl.total);
   c->name_ = std::move(name);
   c->path_ = std::move(path);
+  c->clean_command_ = CleanCommand(options);
   c->state_path_ = state_path;
   c->params_ = found;
   c->base_ = static_cast<std::byte*>(m);

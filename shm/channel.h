@@ -180,6 +180,12 @@ class Channel {
   static std::string PathFor(const ChannelOptions& options,
                              std::string_view name);
 
+  // The command that removes the channels of options' instance that no
+  // live process uses, corrupt ones included: "tether clean --root <root>
+  // --instance <instance>" (shell-quoted where needed), for messages that
+  // say how to recover.
+  static std::string CleanCommand(const ChannelOptions& options);
+
   Channel(const Channel&) = delete;
   Channel& operator=(const Channel&) = delete;
   ~Channel();
@@ -244,6 +250,13 @@ class Channel {
   static constexpr uint64_t kNone = ~uint64_t{0};
   void ReportCorruption(const char* what, uint64_t a = kNone,
                         uint64_t b = kNone) const;
+  // A setup error for this corrupt channel (DataLoss): "channel <name> is
+  // corrupt: <finding> (<path>); <consequence>. To recover, stop the
+  // processes that use it (stop the stack), then run `<CleanCommand>` ...
+  // and start them again". What every endpoint and tool that refuses a
+  // corrupt channel returns, so the recovery reads the same everywhere.
+  // Call only when corrupt(). Setup only (allocates); any thread.
+  absl::Status CorruptionError(std::string_view consequence) const;
   // Process-wide: how many times a handle became corrupt or a channel
   // mapping was repaired after a SIGBUS (a truncated file, which corrupt()
   // then reports). A scan of many channels for corruption needs to run only
@@ -355,6 +368,7 @@ class Channel {
 
   std::string name_;
   std::string path_;
+  std::string clean_command_;  // CleanCommand() of the options it opened with
   QueueParams params_;
   std::span<const std::byte> metadata_;
   std::string state_path_;

@@ -38,6 +38,14 @@ absl::StatusOr<std::unique_ptr<Publisher>> Publisher::Create(Channel* channel) {
         absl::StrCat("channel ", channel->name(), " (publishing writes it)"),
         "write");
   }
+  // A corrupt channel is refused before registering: every send on it
+  // would fail (kCorrupt), and a registration left by a publisher that dies
+  // can never be reclaimed, because Sweep() leaves a corrupt channel as it
+  // is. So a restarted publisher meets this error, never a registry full
+  // of the dead.
+  if (channel->corrupt()) {
+    return channel->CorruptionError("no publisher can send on it");
+  }
   const OwnerToken token = channel->self_token();
   for (int round = 0; round < 2; ++round) {
     for (uint32_t i = 0; i < p.max_publishers; ++i) {
@@ -54,6 +62,9 @@ absl::StatusOr<std::unique_ptr<Publisher>> Publisher::Create(Channel* channel) {
       pub->hint_ = (uint64_t{i} * 7919) % p.pool_size();
       pub->loan_ = channel->ClaimFreeSlot(i, &pub->hint_, /*sweep=*/true);
       if (pub->loan_ < 0) {
+        if (channel->corrupt()) {  // found by the sweep ClaimFreeSlot ran
+          return channel->CorruptionError("no publisher can send on it");
+        }
         return absl::ResourceExhaustedError(absl::StrCat(
             "channel ", channel->name(),
             ": no free slot for a new publisher (every slot is in the ring, "
@@ -62,6 +73,15 @@ absl::StatusOr<std::unique_ptr<Publisher>> Publisher::Create(Channel* channel) {
       return pub;
     }
     channel->Sweep();  // a dead publisher may hold an entry
+  }
+  // The sweep found the channel corrupt (and so reclaimed nothing): the
+  // entries may be held by the dead, and raising max_publishers would not
+  // help.
+  if (channel->corrupt()) {
+    return channel->CorruptionError(absl::StrCat(
+        "its max_publishers=", p.max_publishers,
+        " publisher entries are taken, and no entry of a dead publisher is "
+        "reclaimed from a corrupt channel"));
   }
   return absl::ResourceExhaustedError(absl::StrCat(
       "channel ", channel->name(), " already has max_publishers=",

@@ -49,7 +49,10 @@ class Publisher {
  public:
   // Registers in the channel's publisher registry and takes a first loan.
   // ResourceExhausted naming max_publishers when the registry is full (after
-  // sweeping dead publishers). Not RT-safe (setup).
+  // sweeping dead publishers). DataLoss (Channel::CorruptionError: what is
+  // wrong, where, and how to recover) when the channel is corrupt, found at
+  // open or by that sweep: nothing could be sent, and the dead's entries are
+  // not reclaimed from a corrupt channel. Not RT-safe (setup).
   static absl::StatusOr<std::unique_ptr<Publisher>> Create(Channel* channel);
 
   Publisher(const Publisher&) = delete;

@@ -3,11 +3,15 @@
 // payloads). Publishers, readers, sweeps and fresh opens must return errors
 // or carry on; never crash, hang, or hand out a view outside the mapping.
 // Run under --config=asan as well.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shm/channel.h"
 #include "shm/channel_access.h"
@@ -205,6 +209,86 @@ TEST(Corruption, ACorruptHeaderFailsOpenWithDataLoss) {
   // A flipped bit in magic, version, sizes, params or hash is refused (the
   // pid/time fields at 40..47 are informational).
   EXPECT_GT(refused, 150);
+}
+
+// What the adversarial tester did to the live demo: garbage over a
+// channel's ring (dd), then kill -9 of its only publisher, whose launcher
+// restarts it. The registration of the dead cannot be swept from a corrupt
+// channel; the restarted publisher must learn that the channel is corrupt,
+// where, and how to recover -- not to raise maxPublishers.
+constexpr QueueParams kOnePublisher{.slot_size = 96, .queue_depth = 8,
+                                    .max_publishers = 1, .max_pinned = 1};
+
+// A child process opens channel "c", registers a publisher (and, with
+// `pin`, a pinning reader), sends one message and dies without
+// deregistering, as kill -9 would leave it. Returns its pid.
+pid_t RegisterAndDie(const ChannelOptions& options, bool pin) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    auto c = Channel::Open(options, "c");
+    if (!c.ok()) ::_exit(1);
+    auto pub = Publisher::Create(c->get());
+    if (!pub.ok()) ::_exit(2);
+    absl::StatusOr<std::unique_ptr<Reader>> reader =
+        Reader::Create(c->get(), {.pin = pin});
+    if (!reader.ok()) ::_exit(3);
+    const size_t n = testing::WritePattern((*pub)->Loan(), 1, 0, 40);
+    ::_exit((*pub)->Send(n).status == SendStatus::kOk ? 0 : 4);
+  }
+  int status = -1;
+  EXPECT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  return child;
+}
+
+// `dd if=/dev/urandom ... conv=notrunc` over the whole ring.
+void GarbageOverTheRing(const Channel& c) {
+  std::mt19937_64 rng(2000);
+  for (uint32_t pos = 0; pos < c.params().queue_depth; ++pos) {
+    in::ChannelAccess::ring_entry(c, pos)->store(rng());
+  }
+}
+
+TEST(CorruptChannel, ARestartedPublisherIsToldTheChannelIsCorruptAndHowToRecover) {
+  testing::ScopedRoot root;
+  auto created = Channel::OpenOrCreate(root.options(), "c", kOnePublisher);
+  ASSERT_TRUE(created.ok()) << created.status();
+  RegisterAndDie(root.options(), /*pin=*/false);
+  GarbageOverTheRing(**created);
+  created->reset();
+
+  auto reopened = Channel::Open(root.options(), "c");  // the restart
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  ASSERT_TRUE((*reopened)->corrupt());
+  absl::StatusOr<std::unique_ptr<Publisher>> pub =
+      Publisher::Create(reopened->get());
+  ASSERT_FALSE(pub.ok());
+  EXPECT_EQ(pub.status().code(), absl::StatusCode::kDataLoss);
+  const std::string message(pub.status().message());
+  using ::testing::HasSubstr;
+  EXPECT_THAT(message, HasSubstr("channel c is corrupt: ring position "));
+  EXPECT_THAT(message, HasSubstr("(" + Channel::PathFor(root.options(), "c") +
+                                 ")"));
+  EXPECT_THAT(message, HasSubstr("stop the stack"));
+  EXPECT_THAT(message, HasSubstr("run `tether clean --root " + root.root() +
+                                 " --instance test`"));
+  EXPECT_THAT(message, ::testing::Not(HasSubstr("maxPublishers")));
+}
+
+TEST(CorruptChannel, APublisherIsRefusedAnEntryOnACorruptChannelEvenWhenOneIsFree) {
+  testing::ScopedRoot root;
+  auto c = Channel::OpenOrCreate(root.options(), "c", kParams);
+  ASSERT_TRUE(c.ok()) << c.status();
+  GarbageOverTheRing(**c);
+  auto reopened = Channel::Open(root.options(), "c");
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  auto pub = Publisher::Create(reopened->get());
+  ASSERT_FALSE(pub.ok());
+  EXPECT_EQ(pub.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(std::string(pub.status().message()),
+              ::testing::HasSubstr("channel c is corrupt"));
+  // Nothing was registered that no sweep could reclaim.
+  EXPECT_EQ((*reopened)->Stats().publishers, 0);
 }
 
 }  // namespace
