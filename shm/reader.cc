@@ -34,9 +34,16 @@ absl::StatusOr<std::unique_ptr<Reader>> Reader::Create(
         "cannot pin messages of channel ", channel->name(), ": ",
         channel->GuestReason(), "; or open it unpinned (guest)"));
   }
-  if (options.pin) {
+  // On a corrupt channel a pinning reader takes no entry: it reads nothing
+  // (every read reports kCorrupt, so it never holds a pin), and an entry
+  // left by a reader that dies is never reclaimed (Sweep() leaves a corrupt
+  // channel as it is). So a restarted reader reports the corruption at its
+  // first read, never a registry full of the dead, and its loop watches its
+  // other channels on.
+  if (options.pin && !channel->corrupt()) {
     const uint32_t k = channel->params().max_pinned;
-    for (int round = 0; round < 2 && index < 0; ++round) {
+    for (int round = 0; round < 2 && index < 0 && !channel->corrupt();
+         ++round) {
       for (uint32_t i = 0; i < k; ++i) {
         OwnerToken expected = kNoOwner;
         if (channel->reader_entry(i)->owner.compare_exchange_strong(
@@ -47,7 +54,7 @@ absl::StatusOr<std::unique_ptr<Reader>> Reader::Create(
       }
       if (index < 0) channel->Sweep();  // a dead reader may hold an entry
     }
-    if (index < 0) {
+    if (index < 0 && !channel->corrupt()) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "channel ", channel->name(), " already has max_pinned=", k,
           " pinning readers: raise maxPinnedReaders in the channel's config"));

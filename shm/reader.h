@@ -59,7 +59,13 @@ class Reader {
   // ResourceExhausted naming max_pinned when pinning and all pin entries are
   // taken (after sweeping dead readers); PermissionDenied saying why
   // (Channel::GuestReason) when pinning but the reader-state file is not
-  // writable (open with pin = false: a guest). Not RT-safe (setup).
+  // writable (open with pin = false: a guest). On a channel found corrupt
+  // (at open, or by the sweep a full registry runs) a pinning reader takes
+  // no registry entry and no error: it never reads anything (every read
+  // reports kCorrupt, Channel::corruption() says what and where), so a
+  // restarted reader reports the corruption instead of meeting a registry
+  // full of dead readers that no sweep of a corrupt channel reclaims. Not
+  // RT-safe (setup).
   static absl::StatusOr<std::unique_ptr<Reader>> Create(
       Channel* channel, const ReaderOptions& options = {});
 

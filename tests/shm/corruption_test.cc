@@ -291,5 +291,25 @@ TEST(CorruptChannel, APublisherIsRefusedAnEntryOnACorruptChannelEvenWhenOneIsFre
   EXPECT_EQ((*reopened)->Stats().publishers, 0);
 }
 
+TEST(CorruptChannel, ARestartedPinningReaderReportsTheCorruptionAtItsFirstRead) {
+  testing::ScopedRoot root;
+  auto created = Channel::OpenOrCreate(root.options(), "c", kOnePublisher);
+  ASSERT_TRUE(created.ok()) << created.status();
+  RegisterAndDie(root.options(), /*pin=*/true);
+  GarbageOverTheRing(**created);
+  created->reset();
+
+  auto reopened = Channel::Open(root.options(), "c");
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  // Its only pin entry is the dead reader's: not "raise maxPinnedReaders".
+  auto reader = Reader::Create(reopened->get(), {.pin = true});
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  MessageView v;
+  EXPECT_EQ((*reader)->Next(&v), ReadStatus::kCorrupt);
+  EXPECT_EQ((*reader)->Latest(&v), ReadStatus::kCorrupt);
+  EXPECT_FALSE((*reopened)->corruption().empty());
+  EXPECT_EQ((*reopened)->Stats().pinning_readers, 1);  // the dead one only
+}
+
 }  // namespace
 }  // namespace tether::shm
