@@ -90,6 +90,14 @@ struct ChannelStats {
   uint64_t file_size = 0;         // both files together
 };
 
+// The processes registered in a channel's registries (publishers, pinning
+// readers, waiters), by pid, split by liveness (pid and start time, owner.h).
+// Each pid once, in ascending order.
+struct RegisteredProcesses {
+  std::vector<pid_t> alive;
+  std::vector<pid_t> dead;  // not reclaimed (yet): no sweep ran, or none can
+};
+
 class Channel;
 
 // One waiter's registration as a sleeper on a channel: the bracket around a
@@ -285,6 +293,13 @@ class Channel {
   // Counters for tools. A snapshot of values that move while read. Any
   // thread; RT-safe (loads only), O(registries).
   ChannelStats Stats() const;
+
+  // Who is registered in the channel's registries, alive or dead. For tools
+  // deciding about a channel whose dead cannot be swept (a corrupt one:
+  // Sweep() leaves it as it is), where Stats() counts the dead too. Reads
+  // /proc per entry; allocates; not RT-safe. Defined in recovery.cc. Any
+  // thread.
+  RegisteredProcesses Registered() const;
 
   // --- wake primitives (for loop/) -----------------------------------------
   // The 32-bit futex word readers wait on (shared futex, never PRIVATE). It

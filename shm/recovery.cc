@@ -1,6 +1,8 @@
 // shm: recovery from process death — reclaiming the registrations, loans,
 // pins and half-done sends of processes that died at any instruction (see
 // "Death at any instruction" in layout.h). Part of Channel.
+#include <set>
+
 #include "shm/channel.h"
 #include "shm/layout.h"
 
@@ -81,6 +83,30 @@ void Channel::SweepSleeper(uint32_t index, SweepReport* report) {
     ++report->dead_sleepers;
   }
   e->owner.store(kNoOwner, std::memory_order_release);
+}
+
+RegisteredProcesses Channel::Registered() const {
+  std::set<OwnerToken> tokens;
+  auto add = [&tokens](const std::atomic<OwnerToken>& owner) {
+    const OwnerToken t = owner.load(std::memory_order_acquire);
+    if (t != kNoOwner) tokens.insert(t);
+  };
+  for (uint32_t i = 0; i < params_.max_publishers; ++i) {
+    add(publisher_entry(i)->owner);
+  }
+  for (uint32_t i = 0; i < params_.max_pinned; ++i) add(reader_entry(i)->owner);
+  for (uint32_t i = 0; i < internal::kMaxSleepers; ++i) {
+    add(sleeper_entry(i)->owner);
+  }
+  // Tokens are shared memory too: a garbage one names a pid that is dead,
+  // or alive with another start time (dead, then), never one to trust more.
+  std::set<pid_t> alive, dead;
+  for (OwnerToken t : tokens) {
+    (TokenAlive(t) ? alive : dead).insert(TokenPid(t));
+  }
+  // A pid both alive and dead (a reused pid): the live one counts.
+  for (pid_t pid : alive) dead.erase(pid);
+  return {{alive.begin(), alive.end()}, {dead.begin(), dead.end()}};
 }
 
 SweepReport Channel::Sweep() {

@@ -295,7 +295,7 @@ TEST(CorruptChannel, ARestartedPinningReaderReportsTheCorruptionAtItsFirstRead) 
   testing::ScopedRoot root;
   auto created = Channel::OpenOrCreate(root.options(), "c", kOnePublisher);
   ASSERT_TRUE(created.ok()) << created.status();
-  RegisterAndDie(root.options(), /*pin=*/true);
+  const pid_t dead = RegisterAndDie(root.options(), /*pin=*/true);
   GarbageOverTheRing(**created);
   created->reset();
 
@@ -309,6 +309,24 @@ TEST(CorruptChannel, ARestartedPinningReaderReportsTheCorruptionAtItsFirstRead) 
   EXPECT_EQ((*reader)->Latest(&v), ReadStatus::kCorrupt);
   EXPECT_FALSE((*reopened)->corruption().empty());
   EXPECT_EQ((*reopened)->Stats().pinning_readers, 1);  // the dead one only
+  // Who is registered, by liveness: the dead child, nobody alive.
+  const RegisteredProcesses who = (*reopened)->Registered();
+  EXPECT_TRUE(who.alive.empty());
+  EXPECT_EQ(who.dead, std::vector<pid_t>{dead});
+}
+
+TEST(CorruptChannel, RegisteredTellsLiveProcessesFromDeadOnes) {
+  testing::ScopedRoot root;
+  auto c = Channel::OpenOrCreate(root.options(), "c", kParams);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const pid_t dead = RegisterAndDie(root.options(), /*pin=*/true);
+  // The child's entries stay until a sweep: open() sweeps, so look at the
+  // handle made before the child ran.
+  auto pub = Publisher::Create(c->get());
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  const RegisteredProcesses who = (*c)->Registered();
+  EXPECT_EQ(who.alive, std::vector<pid_t>{::getpid()});
+  EXPECT_EQ(who.dead, std::vector<pid_t>{dead});
 }
 
 }  // namespace
