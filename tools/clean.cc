@@ -81,6 +81,70 @@ Mapping FindMapping(const std::string& path) {
   return unknown ? Mapping::kUnknown : Mapping::kNone;
 }
 
+std::string Pids(const std::vector<pid_t>& pids) {
+  std::string out;
+  for (pid_t pid : pids) absl::StrAppend(&out, out.empty() ? "" : ", ", pid);
+  return out;
+}
+
+// A channel that opens but whose memory is corrupt (the handle says so from
+// the start). Opening it swept nothing: a sweep leaves a corrupt channel as
+// it is, so its registries still name the dead and its registration counts
+// say nothing about who is alive. It is removed by the rule of a healthy
+// channel, with liveness looked up instead of swept: no process registered
+// in it is alive, and no process has it open (the shared flock every
+// Channel holds while mapped, which a layout-3 file always carries). The
+// bytes are lost then; nobody could read them through tether anyway, and
+// the report says what the finding was.
+void CleanCorrupt(const shm::ChannelOptions& options,
+                  std::unique_ptr<shm::Channel> channel, bool dry_run,
+                  CleanEntry* entry) {
+  entry->corrupt = true;
+  const std::string finding = absl::StrCat(
+      "corrupt (", std::string(channel->corruption()), ")");
+  const shm::RegisteredProcesses who = channel->Registered();
+  channel.reset();  // our own lock must not count
+  const std::string again =
+      absl::StrCat("then run `", shm::Channel::CleanCommand(options),
+                   "` again to remove it");
+  if (!who.alive.empty()) {
+    entry->reason = absl::StrCat(
+        "kept: ", finding, " and in use by live process(es) ",
+        Pids(who.alive), ": stop them (stop the stack), ", again);
+    return;
+  }
+  const absl::StatusOr<bool> busy = shm::Channel::InUse(options, entry->name);
+  if (!busy.ok()) {
+    entry->reason = absl::StrCat("kept: ", finding,
+                                 " and cannot tell whether a process has it "
+                                 "open (",
+                                 busy.status().message(), ")");
+    return;
+  }
+  if (*busy) {
+    entry->reason = absl::StrCat(
+        "kept: ", finding,
+        " and a process has it open (an unpinned reader or a tool?): stop "
+        "it, ",
+        again);
+    return;
+  }
+  entry->removed = true;
+  entry->reason = absl::StrCat(
+      finding, "; no live process uses it",
+      who.dead.empty()
+          ? ""
+          : absl::StrCat(" (its registered process(es) ", Pids(who.dead),
+                         " are dead)"));
+  if (dry_run) return;
+  if (absl::Status removed = shm::Channel::Remove(options, entry->name);
+      !removed.ok()) {
+    entry->removed = false;
+    entry->reason = absl::StrCat("kept: ", finding, "; cannot remove (",
+                                 removed.message(), ")");
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<CleanReport> CleanInstance(const shm::ChannelOptions& options,
@@ -139,6 +203,11 @@ absl::StatusOr<CleanReport> CleanInstance(const shm::ChannelOptions& options,
                                       removed.message(), ")");
         }
       }
+      report.entries.push_back(std::move(entry));
+      continue;
+    }
+    if ((*ch)->corrupt()) {
+      CleanCorrupt(options, std::move(*ch), dry_run, &entry);
       report.entries.push_back(std::move(entry));
       continue;
     }
@@ -252,8 +321,11 @@ ArgParser CleanParser() {
       "open, is removed. A file that is not a channel of this tether build\n"
       "(an older layout version, junk) is removed when no process has it\n"
       "mapped. Also removes temporary files of channel creators that died,\n"
-      "and the instance directory if it ends up empty. Prints what it\n"
-      "removed and what it kept, and why.");
+      "and the instance directory if it ends up empty. A corrupt channel is\n"
+      "removed by the same rule, with the liveness of the processes\n"
+      "registered in it looked up (a corrupt channel cannot be swept); one\n"
+      "kept because a live process uses it makes the exit status 1. Prints\n"
+      "what it removed and what it kept, and why.");
   AddRootInstanceOptions(parser);
   parser.AddFlag("dry-run", "only print what would be removed");
   parser.AddFlag("force",
@@ -274,6 +346,11 @@ int RunCleanCommand(const ParsedArgs& args, std::ostream& out,
     return kExitFailure;
   }
   out << FormatCleanReport(*report, dry_run);
+  // A corrupt channel left behind is a problem still to solve (the reason
+  // says what to run): scripts see it in the exit status.
+  for (const CleanEntry& e : report->entries) {
+    if (e.corrupt && !e.removed) return kExitFailure;
+  }
   return kExitOk;
 }
 

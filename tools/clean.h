@@ -16,6 +16,7 @@ namespace tether::tools {
 struct CleanEntry {
   std::string name;   // channel name, or file name for a temporary file
   bool removed = false;  // (or would be, with dry_run)
+  bool corrupt = false;  // a channel whose memory is corrupt
   std::string reason;
 };
 
@@ -28,10 +29,13 @@ struct CleanReport {
 // For each channel: opens it (which sweeps registrations of dead
 // processes); removes it if no registered publisher, pinning reader or
 // waiter is left and no process has it open (shm::Channel::InUse), keeps it
-// otherwise. A file that cannot be opened as a channel (another layout
-// version, or junk) is removed when no process has it mapped (searched in
-// /proc/*/maps); when some process's maps are unreadable it is kept unless
-// `force`. Temporary files ".<name>.tmp.<pid>.<n>" are removed when their
+// otherwise. A channel that opens corrupt cannot be swept: it is removed if
+// no process registered in it is alive (looked up, shm::Channel::Registered)
+// and no process has it open, kept otherwise, and reported as corrupt with
+// its finding and the command to run once its users are stopped. A file
+// that cannot be opened as a channel (another layout version, or junk) is
+// removed when no process has it mapped (searched in /proc/*/maps); when
+// some process's maps are unreadable it is kept unless `force`. Temporary files ".<name>.tmp.<pid>.<n>" are removed when their
 // creator pid is gone. Other files are kept. Removes the instance directory
 // if it ends up empty. `dry_run` changes nothing.
 absl::StatusOr<CleanReport> CleanInstance(const shm::ChannelOptions& options,

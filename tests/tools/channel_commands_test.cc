@@ -1,18 +1,21 @@
 // tether echo, pub, stat and clean as libraries, over real channels in a
 // unique shm root: output lines, losses, rate limiting, errors, statistics
 // and what clean removes and keeps.
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 
 #include "capnp/message.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shm/channel_access.h"
 #include "tests/shm/shm_test_util.h"
 #include "tests/tools/json_test_parser.h"
 #include "tests/transport/framing_test.capnp.h"
@@ -421,6 +424,121 @@ TEST_F(ChannelCommandsTest, CleanRemovesEmptiedInstanceDirectory) {
   auto again = CleanInstance(root_.options(), false);
   ASSERT_TRUE(again.ok());
   EXPECT_THAT(FormatCleanReport(*again, false), HasSubstr("nothing to clean"));
+}
+
+// Where the ring of channel `name` lies in its file, in bytes. Opening the
+// channel sweeps it: ask before a process dies whose registration the test
+// wants left behind.
+struct FileBytes {
+  uint64_t begin = 0, end = 0;
+};
+FileBytes RingOf(const shm::ChannelOptions& options, const std::string& name) {
+  auto c = shm::Channel::Open(options, name);
+  EXPECT_TRUE(c.ok()) << c.status();
+  if (!c.ok()) return {};
+  using Access = shm::internal::ChannelAccess;
+  const auto* base = reinterpret_cast<const std::byte*>(Access::header(**c));
+  auto at = [base](const void* p) {
+    return static_cast<uint64_t>(reinterpret_cast<const std::byte*>(p) - base);
+  };
+  return {at(Access::ring_entry(**c, 0)),
+          at(Access::ring_entry(**c, (*c)->params().queue_depth - 1)) + 8};
+}
+
+// `dd if=/dev/urandom of=<file> conv=notrunc` over `bytes` of channel
+// `name`'s file: through the file, no channel opened (so nothing swept).
+void WriteGarbage(const shm::ChannelOptions& options, const std::string& name,
+                  FileBytes bytes) {
+  std::mt19937_64 rng(2000);
+  std::vector<uint64_t> words((bytes.end - bytes.begin + 7) / 8);
+  for (uint64_t& w : words) w = rng();
+  const std::string path = shm::Channel::PathFor(options, name);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << path;
+  EXPECT_EQ(::pwrite(fd, words.data(), bytes.end - bytes.begin,
+                     static_cast<off_t>(bytes.begin)),
+            static_cast<ssize_t>(bytes.end - bytes.begin));
+  ::close(fd);
+}
+
+// `tether clean` with these words, through the command's own parser.
+int RunClean(const std::vector<std::string>& words, std::string* out) {
+  absl::StatusOr<ParsedArgs> args = CleanParser().Parse(words);
+  EXPECT_TRUE(args.ok()) << args.status();
+  if (!args.ok()) return -1;
+  std::ostringstream o, e;
+  const int code = RunCleanCommand(*args, o, e);
+  *out = o.str() + e.str();
+  return code;
+}
+
+// The tester's case: a corrupt ring, and its only publisher killed. A sweep
+// reclaims nothing from a corrupt channel, so the dead publisher stays
+// registered; clean must say "corrupt", not "in use by 1 live publisher",
+// and remove it, since nobody alive uses it.
+TEST_F(ChannelCommandsTest, CleanRemovesACorruptChannelWhoseProcessesAreDead) {
+  auto imu = MakeChannel("/robot/imu", 16, /*publishers=*/1);
+  const FileBytes ring = RingOf(root_.options(), "/robot/imu");
+  PublishFromDyingChild(imu.get());
+  EXPECT_EQ(imu->stats().publishers, 1);  // not swept
+  imu.reset();
+  WriteGarbage(root_.options(), "/robot/imu", ring);
+  const std::vector<std::string> where = {"--root", root_.root(),
+                                          "--instance", "test"};
+
+  std::vector<std::string> dry = where;
+  dry.push_back("--dry-run");
+  std::string text;
+  EXPECT_EQ(RunClean(dry, &text), kExitOk) << text;
+  EXPECT_THAT(text, HasSubstr("would remove /robot/imu: corrupt (ring "
+                              "position "));
+  EXPECT_THAT(text, HasSubstr("; no live process uses it (its registered "
+                              "process(es) "));
+  EXPECT_THAT(text, HasSubstr(" are dead)"));
+  EXPECT_THAT(text, Not(HasSubstr("live publisher")));
+  EXPECT_EQ(shm::Channel::List(root_.options())->size(), 1u);
+
+  EXPECT_EQ(RunClean(where, &text), kExitOk) << text;
+  EXPECT_THAT(text, HasSubstr("removed /robot/imu: corrupt (ring position "));
+  EXPECT_TRUE(shm::Channel::List(root_.options())->empty());
+  // What a fresh launch then does: a new, healthy channel.
+  auto fresh = MakeChannel("/robot/imu", 16, 1);
+  ASSERT_NE(fresh, nullptr);
+  EXPECT_FALSE(fresh->corrupt());
+  EXPECT_TRUE(transport::RawPublisher::Create(fresh.get()).ok());
+}
+
+TEST_F(ChannelCommandsTest, CleanNeverRemovesACorruptChannelALiveProcessUses) {
+  auto published = MakeChannel("/published");
+  auto live_pub = transport::RawPublisher::Create(published.get());
+  ASSERT_TRUE(live_pub.ok()) << live_pub.status();
+  auto opened = MakeChannel("/opened");  // open, registered nowhere
+  WriteGarbage(root_.options(), "/published",
+               RingOf(root_.options(), "/published"));
+  WriteGarbage(root_.options(), "/opened", RingOf(root_.options(), "/opened"));
+
+  std::string text;
+  EXPECT_EQ(RunClean({"--root", root_.root(), "--instance", "test"}, &text),
+            kExitFailure)
+      << text;
+  const std::string again = "then run `tether clean --root " + root_.root() +
+                            " --instance test` again to remove it";
+  EXPECT_THAT(text, HasSubstr("/published: kept: corrupt (ring position "));
+  EXPECT_THAT(text, HasSubstr(" and in use by live process(es) " +
+                              std::to_string(::getpid()) +
+                              ": stop them (stop the stack), " + again));
+  EXPECT_THAT(text, HasSubstr("/opened: kept: corrupt (ring position "));
+  EXPECT_THAT(text, HasSubstr(" and a process has it open (an unpinned "
+                              "reader or a tool?): stop it, " + again));
+  EXPECT_EQ(shm::Channel::List(root_.options())->size(), 2u);
+  // --force is about unreadable maps, never about a live user.
+  auto forced = CleanInstance(root_.options(), false, /*force=*/true);
+  ASSERT_TRUE(forced.ok()) << forced.status();
+  for (const CleanEntry& e : forced->entries) {
+    EXPECT_TRUE(e.corrupt) << e.name;
+    EXPECT_FALSE(e.removed) << e.name;
+  }
+  EXPECT_EQ(shm::Channel::List(root_.options())->size(), 2u);
 }
 
 }  // namespace
