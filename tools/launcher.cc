@@ -166,6 +166,22 @@ absl::Status Launcher::Impl::CreateChannels() {
                         absl::StrCat("creating the stack's channels: ",
                                      channels.status().message()));
   }
+  // A channel left corrupt by an earlier run is refused, as one that is not
+  // a channel at all is ("bad magic: remove it"), and not re-created here:
+  // its nodes could not publish on it (and a sweep reclaims nothing from
+  // it); the launcher removes no channel file itself, whoever might still
+  // have it open (its instance lock keeps out other launchers, not tools
+  // or nodes started by hand); and the file is the evidence of what went
+  // wrong. `tether clean` removes it once it has checked that no live
+  // process uses it, and the error says so.
+  for (const auto& [name, handle] : (*channels)->channels()) {
+    if (!handle->corrupt()) continue;
+    const absl::Status corrupt = handle->CorruptionError(
+        "the launcher does not start a stack on a corrupt channel");
+    return absl::Status(corrupt.code(),
+                        absl::StrCat("creating the stack's channels: ",
+                                     corrupt.message()));
+  }
   channels_ = std::move(*channels);
   absl::StatusOr<std::unique_ptr<StatusPublisher>> publisher =
       StatusPublisher::Create({options_.channels, options_.status_channel,

@@ -86,6 +86,12 @@ class ChannelHandle {
   // shm::Channel::corrupt()); corruption() says what and where. RT-safe.
   bool corrupt() const { return shm_->corrupt(); }
   std::string_view corruption() const { return shm_->corruption(); }
+  // A setup error for this corrupt channel saying what is wrong, where and
+  // how to recover (shm::Channel::CorruptionError). Only when corrupt().
+  // Setup only (allocates).
+  absl::Status CorruptionError(std::string_view consequence) const {
+    return shm_->CorruptionError(consequence);
+  }
   // Moves whenever some channel of this process may have become corrupt
   // (shm::Channel::CorruptionEvents()): scan corrupt() only when it moved.
   // Any thread; RT-safe.

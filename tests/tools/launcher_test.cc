@@ -29,6 +29,7 @@
 #include "examples/demo_schemas.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shm/channel_access.h"
 #include "tests/shm/shm_test_util.h"
 #include "tests/tools/json_test_parser.h"
 #include "tests/tools/launch_test_util.h"
@@ -713,6 +714,49 @@ TEST_F(LauncherTest, ExistingChannelsTeachTheirTypes) {
       Create(Options(StackJson({joints}, {ShellNode("n", "exit 0")})),
              std::make_unique<transport::SchemaRegistry>());
   EXPECT_TRUE(launcher.ok()) << launcher.status();
+}
+
+TEST_F(LauncherTest, ACorruptChannelLeftByAnEarlierRunIsRefusedSayingWhatToRun) {
+  const std::string json =
+      StackJson({ImuChannel("/test/imu")}, {ShellNode("n", "exit 0")});
+  {
+    // An earlier run's channel, then garbage over its ring (dd).
+    auto schemas = DemoTypes();
+    absl::StatusOr<transport::StackConfig> earlier = transport::ParseStackConfig(
+        json, "<earlier run>", schemas->known_types());
+    ASSERT_TRUE(earlier.ok()) << earlier.status();
+    ASSERT_TRUE(transport::ChannelHandle::Create(
+                    root_.options(), earlier->channels()[0], *schemas)
+                    .ok());
+    auto c = shm::Channel::Open(root_.options(), "/test/imu");
+    ASSERT_TRUE(c.ok()) << c.status();
+    for (uint32_t pos = 0; pos < (*c)->params().queue_depth; ++pos) {
+      shm::internal::ChannelAccess::ring_entry(**c, pos)->store(
+          0x5a5a5a5a5a5a5a5aull + pos);
+    }
+  }
+  absl::StatusOr<std::unique_ptr<Launcher>> launcher = Create(Options(json));
+  ASSERT_FALSE(launcher.ok());
+  EXPECT_EQ(launcher.status().code(), absl::StatusCode::kDataLoss);
+  const std::string message(launcher.status().message());
+  EXPECT_THAT(message, HasSubstr("creating the stack's channels: channel "
+                                 "/test/imu is corrupt: ring position "));
+  EXPECT_THAT(message, HasSubstr(shm::Channel::PathFor(root_.options(),
+                                                       "/test/imu")));
+  EXPECT_THAT(message, HasSubstr("the launcher does not start a stack on a "
+                                 "corrupt channel"));
+  EXPECT_THAT(message, HasSubstr("run `tether clean --root " + root_.root() +
+                                 " --instance test`"));
+  EXPECT_THAT(out_.str(), Not(HasSubstr("created")));
+  // Not re-created behind the user's back: the same corrupt file is there.
+  auto kept = shm::Channel::Open(root_.options(), "/test/imu");
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_TRUE((*kept)->corrupt());
+  kept->reset();
+  // Once it is removed, the stack launches (the refusal left no lock).
+  ASSERT_TRUE(shm::Channel::Remove(root_.options(), "/test/imu").ok());
+  absl::StatusOr<std::unique_ptr<Launcher>> relaunched = Create(Options(json));
+  EXPECT_TRUE(relaunched.ok()) << relaunched.status();
 }
 
 TEST_F(LauncherTest, UnreadableStackSchemaIsReportedAtItsEntry) {
