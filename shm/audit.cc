@@ -159,9 +159,27 @@ bool Channel::MappingDamaged() const {
 
 std::string Channel::ReaderStateProblem() const {
   const internal::ReaderStateHeader* h = state_header_;
-  if (h->magic != internal::kStateMagic || h->nonce != nonce_ ||
-      h->layout_version != internal::kLayoutVersion) {
-    return "its header was overwritten";
+  // The identity fields creation wrote. Opening does not refuse a file
+  // whose header differs (channel.cc, Map: a reader must not be able to
+  // stop the channel) and nothing else reads them, so this is where a
+  // header overwritten by a process with write access shows.
+  const char* field = nullptr;
+  if (h->magic != internal::kStateMagic) {
+    field = "magic";
+  } else if (h->layout_version != internal::kLayoutVersion) {
+    field = "layout version";
+  } else if (h->header_size != sizeof(internal::ReaderStateHeader)) {
+    field = "header size";
+  } else if (h->params_hash != internal::ParamsHash(params_)) {
+    field = "params hash";
+  } else if (h->nonce != nonce_) {
+    field = "nonce";
+  } else if (h->file_size != state_size_) {
+    field = "file size";
+  }
+  if (field != nullptr) {
+    return absl::StrCat("its header was overwritten (its ", field,
+                        " is not the one the channel was created with)");
   }
   uint64_t registered = 0;
   for (uint32_t k = 0; k < params_.max_pinned; ++k) {

@@ -336,19 +336,28 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Map(
     ::close(fd);
     ::close(sfd);
   };
-  internal::ReaderStateHeader sh;
-  if (::fstat(sfd, &st) != 0 ||
-      ::pread(sfd, &sh, sizeof(sh), 0) != static_cast<ssize_t>(sizeof(sh)) ||
-      sh.magic != internal::kStateMagic ||
-      sh.layout_version != internal::kLayoutVersion ||
-      sh.header_size != sizeof(internal::ReaderStateHeader) ||
-      sh.params_hash != h.params_hash || sh.nonce != h.nonce ||
-      sh.file_size != sl.total || static_cast<uint64_t>(st.st_size) != sl.total) {
+  // Only the size is checked here: a shorter file could not be mapped
+  // whole (a SIGBUS past its end), a longer one would not be the file
+  // creation made. Its header is not: the file was found by the nonce name
+  // the data file's header gives (a stale file of another incarnation has
+  // another name), and nothing else uses the header's identity fields
+  // (layout.h, "What the reader-state file cannot do"). Whoever may
+  // write the file may write garbage there; refusing to open on it would
+  // let one reader stop every publisher and reader that opens the channel
+  // from then on. CheckConsistency reports a bad header, never sticky
+  // (ReaderStateProblem).
+  if (::fstat(sfd, &st) != 0) {
+    const int err = errno;
+    close_both();
+    return ErrnoStatus(err, absl::StrCat("cannot stat ", state_path));
+  }
+  if (static_cast<uint64_t>(st.st_size) != sl.total) {
     close_both();
     return absl::DataLossError(absl::StrCat(
-        "the reader-state file ", state_path, " of channel ", name,
-        " is not the one its data file was made with (header, size or nonce "
-        "differ): remove the channel (tether clean, or rm ", path,
+        "the reader-state file ", state_path, " of channel ", name, " is ",
+        static_cast<uint64_t>(st.st_size), " bytes but its params need ",
+        sl.total, " (a process with write access to it truncated or grew "
+        "it): remove the channel (tether clean, or rm ", path,
         ") and restart the stack's nodes on it"));
   }
   int flags = MAP_SHARED | (options.prefault ? MAP_POPULATE : 0);

@@ -154,10 +154,13 @@ class Channel {
       const QueueParams& params, std::span<const std::byte> metadata = {});
 
   // Opens an existing channel, taking its params from the file (checked:
-  // magic, layout version, params hash, sizes, the pairing of both files).
-  // NotFound if absent, PermissionDenied naming the file, its mode, owner
-  // and group, who this process is and what to ask for when a file cannot
-  // be read, DataLoss if the files are not a valid channel. Each file is
+  // the data file's magic, layout version, params hash and sizes; the
+  // reader-state file its nonce names, by its size only: a header a
+  // process with write access overwrote opens, and CheckConsistency
+  // reports it). NotFound if absent, PermissionDenied naming the file, its
+  // mode, owner and group, who this process is and what to ask for when a
+  // file cannot be read, DataLoss if the files are not a valid channel
+  // (or the reader-state file has the wrong size). Each file is
   // mapped read-write when this process may write it, else read-only (see
   // data_writable(), reader_state_writable()). Runs a Sweep(). Not RT-safe.
   static absl::StatusOr<std::unique_ptr<Channel>> Open(

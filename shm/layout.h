@@ -31,8 +31,11 @@
 // then check the slot still holds the message) and polls the wake word
 // with a bounded FUTEX_WAIT, so it affects nobody. The nonce (random, set
 // at creation, in both headers and in the reader-state file's name) pairs
-// the two files: an opener checks it, so a re-created channel never meets
-// a stale reader-state file.
+// the two files: an opener finds the reader-state file by the nonce in the
+// data file's header, so a re-created channel never meets a stale
+// reader-state file. The reader-state file's own header is not trusted for
+// that (its writers are readers): opening checks only the file's size, and
+// a header that differs is a reader-state finding (CheckConsistency).
 //
 // Creation is race-free and openers never wait: both files are built (and
 // their space reserved) under private names; the reader-state file is
@@ -105,11 +108,14 @@
 //
 // What the reader-state file cannot do: nothing a publisher reads from it
 // is used as an index or size (pin words and the sleeper mask are only
-// compared with zero), so any bytes there can make sends fail (every slot
-// pinned: kNoLoan, counted) or cost wake syscalls (sleeper bits set), but
-// never corrupt the data file or crash a publisher. Pin bits one reader
-// clears of another are not prevented (a shared word per slot keeps sends
-// O(1) in readers): the victim's slot may be reused under it, and a pinned
+// compared with zero; the header's identity fields are only compared, by
+// CheckConsistency, and its creator token is read only to remove files of
+// creators that died between their two links), so any bytes there can make
+// sends fail (every slot pinned: kNoLoan, counted) or cost wake syscalls
+// (sleeper bits set), but never corrupt the data file or crash a
+// publisher. Pin bits one reader clears of another are not prevented (a
+// shared word per slot keeps sends O(1) in readers): the victim's slot may
+// be reused under it, and a pinned
 // reader detects that when it lets go (Reader::Release counts
 // overwritten_while_read when its bit is gone and the slot no longer holds
 // its message, or when the slot holds another message; a slot freed or

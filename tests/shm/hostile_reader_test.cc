@@ -5,7 +5,14 @@
 // another reader's pin lets its slot be reused under it, which that reader
 // detects when it lets go (overwritten_while_read). Garbage in the whole
 // reader-state file never corrupts the data or stops the publisher, and
-// CheckConsistency reports it without marking the channel corrupt.
+// CheckConsistency reports it without marking the channel corrupt. That
+// includes the file's header: processes that open the channel afterwards
+// (restarted nodes, tools) open it, and only a file of the wrong size,
+// which cannot be mapped whole, is refused.
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <random>
 
@@ -191,6 +198,167 @@ TEST_F(HostileReader, GarbageInTheWholeReaderStateNeverCorruptsTheData) {
   reader->reset();
   testing::AuditResult audit = testing::Audit(channel_.get(), false);
   EXPECT_TRUE(audit.ok()) << audit.ToString();
+}
+
+// Writes `n` random bytes at `offset` of `path` through the file, as
+// `dd if=/dev/urandom of=<path> bs=n count=1 seek=.. conv=notrunc` does.
+void WriteRandomBytes(const std::string& path, uint64_t offset, size_t n,
+                      uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string bytes(n, '\0');
+  for (char& b : bytes) b = static_cast<char>(rng());
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << path;
+  ASSERT_EQ(::pwrite(fd, bytes.data(), n, static_cast<off_t>(offset)),
+            static_cast<ssize_t>(n));
+  ::close(fd);
+}
+
+// What the reader-state check says of `c`: DataLoss about the header,
+// naming the file, and never sticky.
+void ExpectHeaderReported(const Channel& c) {
+  const absl::Status check = c.CheckConsistency();
+  EXPECT_TRUE(absl::IsDataLoss(check)) << check;
+  EXPECT_THAT(std::string(check.message()),
+              HasSubstr("header was overwritten"));
+  EXPECT_THAT(std::string(check.message()), HasSubstr(c.reader_state_path()));
+  EXPECT_FALSE(c.corrupt()) << c.corruption();
+}
+
+TEST_F(HostileReader, AGarbledHeaderStopsNobodyWhoOpensTheChannelLater) {
+  const std::string state_path = channel_->reader_state_path();
+  // The tester's 8 bytes over the magic, then the whole header (identity
+  // line and the sleeper line).
+  WriteRandomBytes(state_path, 0, 8, 1);
+  ASSERT_NE(in::ChannelAccess::state_header(*channel_)->magic, in::kStateMagic);
+  {
+    auto reopened = Channel::Open(root_.options(), "c");
+    ASSERT_TRUE(reopened.ok()) << reopened.status();
+    ExpectHeaderReported(**reopened);
+  }
+  WriteRandomBytes(state_path, 0, sizeof(in::ReaderStateHeader), 2);
+  // The handle that was open goes on, and is told.
+  EXPECT_EQ(Send(0), SendStatus::kOk);
+  ExpectHeaderReported(*channel_);
+
+  // Processes that (re)open it: a node's OpenOrCreate, a tool's Open.
+  auto created = Channel::OpenOrCreate(root_.options(), "c", kParams);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_FALSE((*created)->corrupt()) << (*created)->corruption();
+  EXPECT_EQ((*created)->reader_state_path(), state_path);
+  ExpectHeaderReported(**created);
+  auto opened = Channel::Open(root_.options(), "c");
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  ExpectHeaderReported(**opened);
+  // A publisher on the reopened handle (the node restarted) and a pinned
+  // reader send and receive.
+  publisher_.reset();
+  auto pub = Publisher::Create(opened->get());
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  auto reader = Reader::Create(created->get(), {.pin = true});
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  for (uint64_t seq = 1; seq <= 3; ++seq) {
+    const size_t n = testing::WritePattern((*pub)->Loan(), 1, seq, 64);
+    ASSERT_EQ((*pub)->Send(n).status, SendStatus::kOk);
+  }
+  MessageView v;
+  for (uint64_t seq = 1; seq <= 3; ++seq) {
+    ASSERT_EQ((*reader)->Next(&v), ReadStatus::kOk);
+    testing::PatternHeader h;
+    ASSERT_TRUE(testing::CheckPattern(v.data, &h));
+    EXPECT_EQ(h.sequence, seq);
+  }
+  EXPECT_EQ((*reader)->Next(&v), ReadStatus::kNothingNew);
+  EXPECT_EQ((*reader)->total_missed(), 0u);
+  // A sleeper registers and brackets a wait on it as usual.
+  {
+    Sleeper sleeper = (*opened)->RegisterSleeper();
+    EXPECT_FALSE(sleeper.guest());
+    sleeper.BeginSleep();
+    sleeper.EndSleep();
+  }
+  EXPECT_FALSE((*opened)->corrupt());
+  EXPECT_FALSE((*created)->corrupt());
+}
+
+TEST_F(HostileReader, AGarbledHeaderStopsNoPublisherOrReaderInAnotherProcess) {
+  WriteRandomBytes(channel_->reader_state_path(), 0,
+                   sizeof(in::ReaderStateHeader), 3);
+  publisher_.reset();  // the only publisher entry: the child's now
+  // The child, a restarted node: opens, reads what is there (pinned), then
+  // publishes. Exit codes say which step failed.
+  for (uint64_t seq = 0; seq < 2; ++seq) {
+    auto p = Publisher::Create(channel_.get());
+    ASSERT_TRUE(p.ok());
+    const size_t n = testing::WritePattern((*p)->Loan(), 1, seq, 64);
+    ASSERT_EQ((*p)->Send(n).status, SendStatus::kOk);
+  }
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto c = Channel::OpenOrCreate(root_.options(), "c", kParams);
+    if (!c.ok()) ::_exit(10);
+    if ((*c)->corrupt()) ::_exit(11);
+    auto r = Reader::Create(c->get(), {.pin = true,
+                                       .start = ReaderOptions::Start::kOldest});
+    if (!r.ok()) ::_exit(12);
+    MessageView v;
+    for (uint64_t seq = 0; seq < 2; ++seq) {
+      testing::PatternHeader h;
+      if ((*r)->Next(&v) != ReadStatus::kOk) ::_exit(13);
+      if (!testing::CheckPattern(v.data, &h) || h.sequence != seq) ::_exit(14);
+    }
+    auto p = Publisher::Create(c->get());
+    if (!p.ok()) ::_exit(15);
+    const size_t n = testing::WritePattern((*p)->Loan(), 2, 7, 64);
+    if ((*p)->Send(n).status != SendStatus::kOk) ::_exit(16);
+    const absl::Status check = (*c)->CheckConsistency();
+    if (!absl::IsDataLoss(check) ||
+        std::string(check.message()).find("header was overwritten") ==
+            std::string::npos) {
+      ::_exit(17);
+    }
+    ::_exit((*c)->corrupt() ? 18 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  ASSERT_EQ(WEXITSTATUS(status), 0) << "the child failed at step "
+                                    << WEXITSTATUS(status);
+  // What the child published arrives here.
+  auto reader = Reader::Create(channel_.get(),
+                               {.pin = true,
+                                .start = ReaderOptions::Start::kOldest});
+  ASSERT_TRUE(reader.ok());
+  MessageView v;
+  testing::PatternHeader h;
+  for (int i = 0; i < 3; ++i) ASSERT_EQ((*reader)->Next(&v), ReadStatus::kOk);
+  ASSERT_TRUE(testing::CheckPattern(v.data, &h));
+  EXPECT_EQ(h.publisher, 2u);
+  EXPECT_EQ(h.sequence, 7u);
+  ExpectHeaderReported(*channel_);
+}
+
+TEST_F(HostileReader, AReaderStateFileOfTheWrongSizeIsStillRefused) {
+  const std::string state_path = channel_->reader_state_path();
+  const uint64_t size = in::StateLayout::For(kParams).total;
+  for (const uint64_t wrong : {uint64_t{8}, size - 64, size + 4096}) {
+    SCOPED_TRACE(wrong);
+    ASSERT_EQ(::truncate(state_path.c_str(), static_cast<off_t>(wrong)), 0);
+    // Mapping a shorter file whole would fault past its end: refused, and
+    // the error names the file, its size and the remedy.
+    auto opened = Channel::Open(root_.options(), "c");
+    ASSERT_FALSE(opened.ok());
+    EXPECT_TRUE(absl::IsDataLoss(opened.status())) << opened.status();
+    EXPECT_THAT(std::string(opened.status().message()), HasSubstr(state_path));
+    EXPECT_THAT(std::string(opened.status().message()),
+                HasSubstr(std::to_string(wrong) + " bytes"));
+    EXPECT_THAT(std::string(opened.status().message()), HasSubstr("remove"));
+  }
+  // Back at its size (and its pages zero), the channel opens again.
+  ASSERT_EQ(::truncate(state_path.c_str(), static_cast<off_t>(size)), 0);
+  auto opened = Channel::Open(root_.options(), "c");
+  EXPECT_TRUE(opened.ok()) << opened.status();
 }
 
 }  // namespace
