@@ -125,7 +125,12 @@
 //   tag == r          pin the slot, check its state is message r (or
 //                     Pending(*, r)), deliver in place; else it was
 //                     overwritten after we read e: count it missed.
-//   tag == r - D      nothing new.
+//   tag == r - D      nothing new, unless the header was overwritten: no
+//                     message will come then, so a reader that finds
+//                     nothing new also checks the magic and that the tail
+//                     is at least r - 1 (a cursor is at most tail + 1:
+//                     message `tail` placed, the tail not yet bumped), and
+//                     reports corruption if not.
 //   tag == r + kD     the reader fell behind: jump to max(r+1, tail - D) and
 //                     count every index skipped as missed (exact).
 //   anything else     corrupt.

@@ -1,6 +1,7 @@
 #include "shm/reader.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "absl/strings/str_cat.h"
 #include "shm/layout.h"
@@ -214,6 +215,63 @@ ReadStatus Reader::Checked(ReadStatus status) {
   return status;
 }
 
+bool Reader::HeaderOverwritten(uint64_t tail) const {
+  // Shared-memory check of the channel header, for the paths that found
+  // nothing new: a header overwritten under a live channel (`dd
+  // if=/dev/zero` over it) stops its publishers, which report it, but
+  // leaves the ring as it was, so without a look at the header a reader
+  // would find nothing new forever and say nothing. No healthy channel
+  // shows either sign:
+  //   - the magic is written before the file is linked into place and
+  //     never again;
+  //   - the tail only grows, and is at least next_ - 1: next_ is a tail
+  //     this reader loaded (Create, SkipLost, Latest: <= tail + 1, tail
+  //     itself maybe placed and not yet bumped) or r + 1 after reading
+  //     message r, whose ring entry a publisher placed after loading
+  //     tail == r (publishers place only at the tail, so at most one
+  //     index is placed beyond it). Coherence makes any later load of the
+  //     tail in this thread see at least those values (relaxed suffices:
+  //     the loads that saw them come before). A cursor of 0 or 1 (no
+  //     message yet, or one) can meet a zeroed tail legitimately: there
+  //     only the magic tells. A re-created channel is a new file; this
+  //     mapping never sees its tail.
+  // Cost: one relaxed load of a line nobody writes (a cache hit), and
+  // three compares. The tail comes from the caller: Latest has it loaded
+  // already; Next and HasNext load it (relaxed) on their nothing-new path
+  // only, a line that moves with each commit as the ring entry they just
+  // loaded does. No value they had loaded could show this: an overwritten
+  // header leaves the ring as it was.
+  const uint64_t magic =
+      std::atomic_ref<uint64_t>(channel_->header()->magic).load(
+          std::memory_order_relaxed);
+  return magic != internal::kMagic || tail > internal::kMaxQueueIndex ||
+         tail + 1 < next_;
+}
+
+ReadStatus Reader::ReportHeaderOverwritten(uint64_t tail) {
+  // Error path. A SIGBUS repair (zero pages over a truncated file) shows
+  // the same signs; its own report says more, so it goes first.
+  if (channel_->corrupt()) return ReadStatus::kCorrupt;
+  const uint64_t magic =
+      std::atomic_ref<uint64_t>(channel_->header()->magic).load(
+          std::memory_order_relaxed);
+  if (magic != internal::kMagic) {
+    channel_->ReportCorruption(
+        "the channel header was overwritten: its magic number is gone, so "
+        "no send can reach this reader (magic found)",
+        magic);
+  } else if (tail > internal::kMaxQueueIndex) {
+    channel_->ReportCorruption(
+        "the channel's tail is beyond the largest queue index (tail)", tail);
+  } else {
+    channel_->ReportCorruption(
+        "the channel header was overwritten: its tail is behind this "
+        "reader's cursor, which no send can do (tail, next queue index)",
+        tail, next_);
+  }
+  return ReadStatus::kCorrupt;
+}
+
 ReadStatus Reader::NextImpl(MessageView* view) {
   Release();
   if (channel_->corrupt()) return ReadStatus::kCorrupt;
@@ -238,8 +296,14 @@ ReadStatus Reader::NextImpl(MessageView* view) {
           break;  // overwritten after we read the entry
       }
     } else if (ahead == (internal::Tag(0 - depth))) {
-      // The entry still holds r - D: message r is not committed yet.
+      // The entry still holds r - D: message r is not committed yet, or the
+      // header was overwritten and nothing will be (HeaderOverwritten). A
+      // path that delivers a message never pays for that look; this one
+      // pays two relaxed loads (the tail, the magic) and three compares.
       pending_missed_ += missed;
+      const uint64_t tail =
+          channel_->header()->tail.load(std::memory_order_relaxed);
+      if (HeaderOverwritten(tail)) return ReportHeaderOverwritten(tail);
       return ReadStatus::kNothingNew;
     } else if ((ahead & (depth - 1)) != 0) {
       // A tag not congruent to its position.
@@ -262,7 +326,12 @@ bool Reader::HasNext() const {
   if (channel_->corrupt()) return true;  // so that a waiter looks and sees it
   const uint64_t depth = channel_->params().queue_depth;
   const uint64_t e = channel_->ring_entry(next_)->load(std::memory_order_acquire);
-  return internal::EntryTag(e) != internal::Tag(next_ - depth);
+  if (internal::EntryTag(e) != internal::Tag(next_ - depth)) return true;
+  // Nothing new: true all the same when the header was overwritten, so
+  // that a loop calls Next(), which reports it (see NextImpl: two relaxed
+  // loads and three compares, on this path only).
+  return HeaderOverwritten(
+      channel_->header()->tail.load(std::memory_order_relaxed));
 }
 
 ReadStatus Reader::LatestImpl(MessageView* view) {
@@ -281,9 +350,14 @@ ReadStatus Reader::LatestImpl(MessageView* view) {
     const uint64_t at_tail =
         channel_->ring_entry(tail)->load(std::memory_order_acquire);
     const bool placed = internal::EntryTag(at_tail) == internal::Tag(tail);
-    if (!placed && tail == 0) return ReadStatus::kNothingNew;
     const uint64_t q = placed ? tail : tail - 1;
-    if (q < next_) return ReadStatus::kNothingNew;
+    if ((!placed && tail == 0) || q < next_) {
+      // Nothing newer than the cursor, or an overwritten header (see
+      // HeaderOverwritten: one more load and three compares, on the tail
+      // already loaded, on this path only).
+      if (HeaderOverwritten(tail)) return ReportHeaderOverwritten(tail);
+      return ReadStatus::kNothingNew;
+    }
     const uint64_t e = placed ? at_tail
                               : channel_->ring_entry(q)->load(
                                     std::memory_order_acquire);

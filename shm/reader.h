@@ -91,8 +91,10 @@ class Reader {
   void Release();
 
   // True if Next() would not return kNothingNew (a message, a loss or
-  // corruption is waiting). One atomic load; RT-safe. An event loop calls
-  // it in its sleep protocol to re-check before blocking.
+  // corruption is waiting, including a channel header overwritten under
+  // this reader). One atomic load, and when it finds nothing new two
+  // relaxed loads of the channel header and a few compares; RT-safe. An
+  // event loop calls it in its sleep protocol to re-check before blocking.
   bool HasNext() const;
 
   // For unpinned views: true if the slot still holds the message, so what
@@ -121,6 +123,13 @@ class Reader {
   Take TryTake(uint64_t slot, uint64_t queue_index, MessageView* view);
   // Moves the cursor past a lost message r; returns false on corruption.
   bool SkipLost(uint64_t r, uint64_t* missed);
+  // On paths that found nothing new: true when the channel header shows
+  // signs no healthy channel can (its magic gone, or `tail`, loaded by the
+  // caller, behind the cursor or beyond the largest index), i.e. it was
+  // overwritten and no message will come. RT-safe: one relaxed load, three
+  // compares. ReportHeaderOverwritten records the finding (kCorrupt).
+  bool HeaderOverwritten(uint64_t tail) const;
+  ReadStatus ReportHeaderOverwritten(uint64_t tail);
 
   Channel* const channel_;
   const int index_;    // reader registry entry, or -1 when not pinning
