@@ -64,6 +64,31 @@ class HostileMemoryTest : public ::testing::Test {
     return names;
   }
 
+  // A camera-sized channel (8 MiB: on huge pages where the kernel gives
+  // them), prefaulted, with a publisher and a pinning reader.
+  struct LargeChannel {
+    std::unique_ptr<Channel> channel;
+    std::unique_ptr<Publisher> pub;
+    std::unique_ptr<Reader> reader;
+  };
+  LargeChannel OpenLarge() {
+    root_.options().prefault = true;
+    LargeChannel l;
+    auto c = Channel::OpenOrCreate(
+        root_.options(), "/camera/raw",
+        {.slot_size = 1u << 20, .queue_depth = 4, .max_publishers = 1,
+         .max_pinned = 2});
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (!c.ok()) return l;
+    l.channel = std::move(*c);
+    auto pub = Publisher::Create(l.channel.get());
+    auto reader = Reader::Create(l.channel.get());
+    EXPECT_TRUE(pub.ok() && reader.ok());
+    if (pub.ok()) l.pub = std::move(*pub);
+    if (reader.ok()) l.reader = std::move(*reader);
+    return l;
+  }
+
   ScopedRoot root_;
 };
 
@@ -179,28 +204,24 @@ TEST_F(HostileMemoryTest, ATruncatedFileCannotSigbusALiveProcess) {
 // the kernel gives them (channel_files.h): the truncation splits them, and
 // the SIGBUS repair must cover the whole mapping as it does 4 KiB pages.
 TEST_F(HostileMemoryTest, ATruncatedLargeChannelCannotSigbusALiveProcess) {
-  root_.options().prefault = true;
-  auto c = Channel::OpenOrCreate(
-      root_.options(), "/camera/raw",
-      {.slot_size = 1u << 20, .queue_depth = 4, .max_publishers = 1,
-       .max_pinned = 2});
-  ASSERT_TRUE(c.ok()) << c.status();
-  auto pub = Publisher::Create(c->get());
-  auto reader = Reader::Create(c->get());
-  ASSERT_TRUE(pub.ok() && reader.ok());
+  LargeChannel large = OpenLarge();
+  ASSERT_TRUE(large.channel && large.pub && large.reader);
+  std::unique_ptr<Channel>& c = large.channel;
+  std::unique_ptr<Publisher>& pub = large.pub;
+  std::unique_ptr<Reader>& reader = large.reader;
   for (int i = 0; i < 3; ++i) {
-    std::span<std::byte> loan = (*pub)->Loan();
+    std::span<std::byte> loan = pub->Loan();
     ASSERT_EQ(loan.size(), 1u << 20);
     std::memset(loan.data(), i, loan.size());
-    ASSERT_EQ((*pub)->Send(loan.size()).status, SendStatus::kOk);
+    ASSERT_EQ(pub->Send(loan.size()).status, SendStatus::kOk);
   }
   // To a size inside the second huge page: the first one stays whole, the
   // second is split, the rest are gone.
-  ASSERT_EQ(::truncate((*c)->path().c_str(), (2u << 20) + 4096), 0);
+  ASSERT_EQ(::truncate(c->path().c_str(), (2u << 20) + 4096), 0);
   // Reading the messages in place touches pages past the new end.
   MessageView v;
   uint64_t sum = 0;
-  while ((*reader)->Next(&v) == ReadStatus::kOk) {
+  while (reader->Next(&v) == ReadStatus::kOk) {
     for (size_t i = 0; i < v.data.size(); i += 4096) {
       sum += static_cast<uint64_t>(v.data[i]);
     }
@@ -209,39 +230,35 @@ TEST_F(HostileMemoryTest, ATruncatedLargeChannelCannotSigbusALiveProcess) {
   // Past the new end, inside the huge page it cut, the file may read as
   // zeros without a SIGBUS: the check every tool and opener runs sees its
   // size, and the handle is corrupt from then on.
-  absl::Status check = (*c)->CheckConsistency();
+  absl::Status check = c->CheckConsistency();
   EXPECT_TRUE(absl::IsDataLoss(check)) << check;
   MessageView after;
-  EXPECT_EQ((*reader)->Next(&after), ReadStatus::kCorrupt);
-  EXPECT_TRUE((*c)->corrupt());
-  EXPECT_THAT(std::string((*c)->corruption()), HasSubstr("truncated"));
-  std::span<std::byte> loan = (*pub)->Loan();
+  EXPECT_EQ(reader->Next(&after), ReadStatus::kCorrupt);
+  EXPECT_TRUE(c->corrupt());
+  EXPECT_THAT(std::string(c->corruption()), HasSubstr("truncated"));
+  std::span<std::byte> loan = pub->Loan();
   if (!loan.empty()) std::memset(loan.data(), 7, loan.size());
-  EXPECT_EQ((*pub)->Send(64).status, SendStatus::kCorrupt);
-  (void)(*c)->Stats();
-  (void)(*c)->Sweep();
+  EXPECT_EQ(pub->Send(64).status, SendStatus::kCorrupt);
+  (void)c->Stats();
+  (void)c->Sweep();
 }
 
 TEST_F(HostileMemoryTest, ALargeChannelTruncatedToNothingFaultsAndIsCorrupt) {
-  root_.options().prefault = true;
-  auto c = Channel::OpenOrCreate(
-      root_.options(), "/camera/raw",
-      {.slot_size = 1u << 20, .queue_depth = 4, .max_publishers = 1,
-       .max_pinned = 2});
-  ASSERT_TRUE(c.ok()) << c.status();
-  auto pub = Publisher::Create(c->get());
-  auto reader = Reader::Create(c->get());
-  ASSERT_TRUE(pub.ok() && reader.ok());
-  std::span<std::byte> loan = (*pub)->Loan();
+  LargeChannel large = OpenLarge();
+  ASSERT_TRUE(large.channel && large.pub && large.reader);
+  std::unique_ptr<Channel>& c = large.channel;
+  std::unique_ptr<Publisher>& pub = large.pub;
+  std::unique_ptr<Reader>& reader = large.reader;
+  std::span<std::byte> loan = pub->Loan();
   std::memset(loan.data(), 1, loan.size());
-  ASSERT_EQ((*pub)->Send(loan.size()).status, SendStatus::kOk);
-  ASSERT_EQ(::truncate((*c)->path().c_str(), 0), 0);
+  ASSERT_EQ(pub->Send(loan.size()).status, SendStatus::kOk);
+  ASSERT_EQ(::truncate(c->path().c_str(), 0), 0);
   // No check run: the first access raises SIGBUS, which the guard repairs.
   MessageView v;
-  EXPECT_EQ((*reader)->Next(&v), ReadStatus::kCorrupt);
-  EXPECT_TRUE((*c)->corrupt());
-  EXPECT_THAT(std::string((*c)->corruption()), HasSubstr("SIGBUS"));
-  EXPECT_EQ((*pub)->Send(64).status, SendStatus::kCorrupt);
+  EXPECT_EQ(reader->Next(&v), ReadStatus::kCorrupt);
+  EXPECT_TRUE(c->corrupt());
+  EXPECT_THAT(std::string(c->corruption()), HasSubstr("SIGBUS"));
+  EXPECT_EQ(pub->Send(64).status, SendStatus::kCorrupt);
 }
 
 TEST_F(HostileMemoryTest, AChannelThatCannotFitFailsAtCreationAndLeavesNothing) {
