@@ -127,6 +127,13 @@ bool ReapBy(pid_t pid, Clock::time_point deadline, int* status) {
 // B); otherwise it is a failure (stack A must never see one).
 int PublisherLoop(const shm::ChannelOptions& options, const std::string& name,
                   Board* board, ChannelBoard* cb, bool tolerant) {
+  // Stack B's publisher says when it stopped by itself, at whatever step:
+  // refused at Create (a channel found corrupt at open) counts as much as
+  // a failed send.
+  struct Done {
+    ChannelBoard* cb;
+    ~Done() { cb->publisher_done = 1; }
+  } done{cb};
   const uint32_t id = board->next_id.fetch_add(1);
   auto c = shm::Channel::Open(options, name);
   if (!c.ok()) return tolerant ? (cb->reported = 1, 0) : 10;
@@ -134,11 +141,6 @@ int PublisherLoop(const shm::ChannelOptions& options, const std::string& name,
   if (!pub.ok()) return tolerant ? (cb->reported = 1, 0) : 11;
   std::mt19937 rng(id);
   const size_t max = (*c)->params().slot_size;
-  // Stack B's publisher says when it stopped by itself.
-  struct Done {
-    ChannelBoard* cb;
-    ~Done() { cb->publisher_done = 1; }
-  } done{cb};
   for (uint64_t seq = 0; !board->stop.load(std::memory_order_relaxed); ++seq) {
     cb->publisher_beat.fetch_add(1, std::memory_order_relaxed);
     auto loan = (*pub)->Loan();
@@ -166,10 +168,10 @@ int PublisherLoop(const shm::ChannelOptions& options, const std::string& name,
 int TolerantReader(const shm::ChannelOptions& options, const std::string& name,
                    Board* board, ChannelBoard* cb) {
   auto c = shm::Channel::Open(options, name);
-  if (!c.ok()) return cb->reported = 1, 0;
+  if (!c.ok()) return cb->reported = 1, cb->reader_done = 1, 0;
   auto reader = shm::Reader::Create(
       c->get(), {.pin = true, .start = shm::ReaderOptions::Start::kOldest});
-  if (!reader.ok()) return cb->reported = 1, 0;
+  if (!reader.ok()) return cb->reported = 1, cb->reader_done = 1, 0;
   st::StreamChecker checker((*reader)->next_index());
   cb->start = (*reader)->next_index();
   shm::MessageView v;
