@@ -191,11 +191,12 @@ class Publisher {
   // Finishes and commits the loan's message. kTooLarge if it outgrew the
   // slot, kMalformed if an InitBlob() was given a field that is not a Data
   // field (the build is dropped either way; last_finish().ErrorMessage()
-  // says by how much or which). kNoLoan for an invalid loan (already
-  // counted by MakeLoan()) or one of another publisher. Every other
-  // failure is counted once in send_failures(): here for a failed build,
-  // below (RawPublisher::Send) for the commit. RT-safe (no allocation, no
-  // lock), failed builds included.
+  // says by how much or which); kNoLoan for an invalid loan or one of
+  // another publisher. Each failure is counted once in send_failures(): an
+  // invalid loan's by MakeLoan() (not again here), a failed build's or a
+  // foreign loan's here, the commit's by RawPublisher::Send(). RT-safe for
+  // messages that fit (counting is one relaxed atomic add; an overflowing
+  // build is an error path that allocated while it was built, framing.h).
   PublishResult Send(Loan<T>&& loan, const SendTimes* times = nullptr) {
     if (loan.publisher_ == nullptr) return {PublishStatus::kNoLoan};
     if (loan.publisher_ != this || !builder_.has_value()) {
