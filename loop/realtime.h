@@ -77,6 +77,10 @@ void PrefaultStack(size_t bytes = 256 * 1024);
 // thread aborts with a message and a stack trace -- when the binary links
 // //loop:rt_alloc_check (AllocationCheckActive()). Nestable. C code calling
 // malloc() directly is not caught (glibc 2.34 removed malloc hooks).
+// Code whose failure path allocates but whose success path must not
+// (transport's checks of messages from outside, whose Cap'n Proto
+// exceptions allocate) runs in a util::FailurePathAllocationScope: there
+// the checker's verdict waits for the outcome (util/failure_path.h).
 // Thread of construction only; RT-safe (a thread-local counter).
 class RealtimeScope {
  public:

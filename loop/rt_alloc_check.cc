@@ -3,7 +3,11 @@
 // abort, printing the size and a symbolized stack trace, when called on a
 // thread inside a RealtimeScope (realtime.h). Opt-in per binary: nothing
 // else changes for binaries that do not link it. Allocation outside a scope
-// goes straight to malloc/free.
+// goes straight to malloc/free. Inside a util::FailurePathAllocationScope
+// (util/failure_path.h) the verdict waits for the scope's outcome: the
+// allocation is let through and noted (the first one's size and stack),
+// forgiven if the code took its failure path, reported as here and aborted
+// on if it did not.
 #include <unistd.h>
 
 #include <cstddef>
@@ -15,6 +19,7 @@
 #include "absl/debugging/stacktrace.h"
 #include "absl/debugging/symbolize.h"
 #include "loop/realtime.h"
+#include "util/failure_path.h"
 
 namespace tether::loop {
 namespace {
@@ -29,18 +34,10 @@ void WriteAll(const char* text) {
   }
 }
 
-// Async-signal-safe enough: no heap, only write(2) and the symbolizer,
-// which is built for signal handlers.
-[[noreturn]] void ReportAndAbort(const char* what, size_t bytes) {
-  AllowAllocationScope allow;  // whatever happens now, do not recurse
+constexpr int kMaxFrames = 48;
+
+void WriteStack(void* const* frames, int depth) {
   char line[256];
-  std::snprintf(line, sizeof(line),
-                "tether: heap allocation in a real-time scope: %s (%zu bytes) "
-                "on a thread inside tether::loop::RealtimeScope. Stack:\n",
-                what, bytes);
-  WriteAll(line);
-  void* frames[48];
-  const int depth = absl::GetStackTrace(frames, 48, /*skip_count=*/1);
   for (int i = 0; i < depth; ++i) {
     char symbol[512];
     if (!absl::Symbolize(frames[i], symbol, sizeof(symbol))) {
@@ -51,6 +48,51 @@ void WriteAll(const char* text) {
   }
   WriteAll("Move the allocation to setup, or wrap a deliberate one in "
            "tether::loop::AllowAllocationScope.\n");
+}
+
+// Async-signal-safe enough: no heap, only write(2) and the symbolizer,
+// which is built for signal handlers.
+[[noreturn]] void ReportAndAbort(const char* what, size_t bytes) {
+  AllowAllocationScope allow;  // whatever happens now, do not recurse
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "tether: heap allocation in a real-time scope: %s (%zu bytes) "
+                "on a thread inside tether::loop::RealtimeScope. Stack:\n",
+                what, bytes);
+  WriteAll(line);
+  void* frames[kMaxFrames];
+  const int depth = absl::GetStackTrace(frames, kMaxFrames, /*skip_count=*/1);
+  WriteStack(frames, depth);
+  std::abort();
+}
+
+// The first allocation noted in a FailurePathAllocationScope and not
+// forgiven yet: reported if the scope's code succeeds.
+thread_local const char* t_noted_what = nullptr;
+thread_local size_t t_noted_bytes = 0;
+thread_local int t_noted_depth = 0;
+thread_local void* t_noted_frames[kMaxFrames];
+
+[[gnu::noinline]] void NoteForLater(const char* what, size_t bytes) {
+  if (!util::internal::NoteFailurePathAllocation()) return;
+  t_noted_what = what;
+  t_noted_bytes = bytes;
+  t_noted_depth =
+      absl::GetStackTrace(t_noted_frames, kMaxFrames, /*skip_count=*/0);
+}
+
+// util::FailurePathAllocationScope's success path allocated.
+[[noreturn]] void ReportNotedAndAbort() {
+  AllowAllocationScope allow;
+  char line[320];
+  std::snprintf(line, sizeof(line),
+                "tether: heap allocation in a real-time scope: %s (%zu bytes) "
+                "on a thread inside tether::loop::RealtimeScope, on the "
+                "success path of a FailurePathAllocationScope (only its "
+                "failure path may allocate). Stack of the allocation:\n",
+                t_noted_what != nullptr ? t_noted_what : "?", t_noted_bytes);
+  WriteAll(line);
+  WriteStack(t_noted_frames, t_noted_depth);
   std::abort();
 }
 
@@ -62,7 +104,13 @@ void* volatile g_probe_sink = nullptr;
 
 inline void CheckAllocation(const char* what, size_t bytes) {
   if (t_probing) [[unlikely]] g_probe_seen = true;
-  if (AllocationForbidden()) [[unlikely]] ReportAndAbort(what, bytes);
+  if (AllocationForbidden()) [[unlikely]] {
+    if (util::internal::InFailurePathScope()) {
+      NoteForLater(what, bytes);
+      return;
+    }
+    ReportAndAbort(what, bytes);
+  }
 }
 
 void* Allocate(size_t bytes, const char* what) {
@@ -97,6 +145,7 @@ struct Init {
     t_probing = false;
     ::operator delete(g_probe_sink);
     if (g_probe_seen) internal::MarkAllocationCheckActive();
+    util::internal::SetSuccessPathAllocationHandler(&ReportNotedAndAbort);
     void* frames[2];
     (void)absl::GetStackTrace(frames, 2, 0);
     char symbol[64];

@@ -1,14 +1,17 @@
 // The allocation checker (//loop:rt_alloc_check linked in): a heap
 // allocation planted inside a RealtimeScope aborts with a message and a
 // stack trace naming the culprit; outside a scope, or inside an
-// AllowAllocationScope, allocation works.
+// AllowAllocationScope, allocation works. Inside a FailurePathAllocationScope
+// the failure path may allocate and the success path may not.
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "loop/realtime.h"
+#include "util/failure_path.h"
 
 namespace tether::loop {
 namespace {
@@ -65,6 +68,54 @@ TEST(RtAllocCheck, AllocationOutsideAScopeOrWhenAllowedWorks) {
     t.join();
   }
   EXPECT_EQ(other, 5u);
+}
+
+// What transport's message checks do: a check that allocates only when it
+// fails (Cap'n Proto's exceptions).
+[[gnu::noinline]] bool CheckThatAllocatesWhenItFails(bool fail) {
+  util::FailurePathAllocationScope scope;
+  try {
+    if (fail) throw std::runtime_error("a description on the heap");
+  } catch (const std::exception&) {
+    scope.Failed();
+    return false;
+  }
+  return true;
+}
+
+TEST(RtAllocCheck, AFailurePathMayAllocateInARealtimeScope) {
+  RealtimeScope scope;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_FALSE(CheckThatAllocatesWhenItFails(true));
+    EXPECT_TRUE(CheckThatAllocatesWhenItFails(false));
+  }
+  // What a failed inner scope noted is forgiven: the outer scope's success
+  // path did not allocate.
+  util::FailurePathAllocationScope outer;
+  EXPECT_FALSE(CheckThatAllocatesWhenItFails(true));
+}
+
+TEST(RtAllocCheckDeathTest, ASuccessPathThatAllocatesAbortsWithItsStack) {
+  EXPECT_DEATH(
+      {
+        RealtimeScope scope;
+        util::FailurePathAllocationScope check;
+        (void)PlantedAllocation(25);
+      },
+      "heap allocation in a real-time scope: operator new \\(100 "
+      "bytes\\)(.|\n)*success path of a FailurePathAllocationScope"
+      "(.|\n)*PlantedAllocation");
+}
+
+TEST(RtAllocCheckDeathTest, AnInnerFailureDoesNotExcuseTheOuterSuccessPath) {
+  EXPECT_DEATH(
+      {
+        RealtimeScope scope;
+        util::FailurePathAllocationScope outer;
+        (void)PlantedAllocation(25);
+        EXPECT_FALSE(CheckThatAllocatesWhenItFails(true));
+      },
+      "success path of a FailurePathAllocationScope(.|\n)*PlantedAllocation");
 }
 
 }  // namespace
