@@ -85,6 +85,27 @@ void EventLoop::NoteGuest(transport::ChannelHandle* channel) {
                channel->name().c_str(), channel->GuestReason().c_str());
 }
 
+void EventLoop::MessageMalformed(const transport::ChannelHandle& channel,
+                                 const MessageContext& context,
+                                 const std::string& why) {
+  for (const transport::ChannelHandle* noted : malformed_noted_) {
+    if (noted == &channel) return;
+  }
+  // Failure path, once per channel: the readers' counters say the rest.
+  const AllowAllocationScope allow;
+  malformed_noted_.push_back(&channel);
+  std::fprintf(stderr,
+               "tether: loop %s: channel %s: skipped a malformed message "
+               "(queue index %llu, from pid %u): %s; later ones are skipped "
+               "and counted (`malformed` in the readers' stats), not logged. "
+               "A process that writes this channel sends bytes that are not "
+               "a valid %s.\n",
+               name_.c_str(), channel.name().c_str(),
+               static_cast<unsigned long long>(context.queue_index),
+               context.publisher_pid, why.c_str(),
+               channel.type_name().c_str());
+}
+
 absl::StatusOr<WatcherHandle*> EventLoop::MakeRawWatcher(
     const std::string& channel,
     absl::AnyInvocable<void(const RawMessage&)> fn) {

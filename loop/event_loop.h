@@ -173,8 +173,12 @@ class EventLoop : protected transport::EndpointHooks {
       const std::string& channel,
       absl::AnyInvocable<void(const RawMessage&)> fn);
   // Typed: every message is checked (bounds, limits) before `fn` sees it; a
-  // malformed one is skipped and counted (watcher_stats), never a crash.
-  // Fails if the channel carries another type (both names in the error).
+  // malformed one is skipped and counted (watcher_stats), never a crash,
+  // and the loop logs one line for the first on each channel (stderr:
+  // channel, queue index, publisher pid, why). The check is RT-safe for
+  // valid messages and may allocate on its failure path only (framing.h),
+  // also with allocation checking on. Fails if the channel carries another
+  // type (both names in the error).
   template <typename T>
   absl::StatusOr<WatcherHandle*> MakeWatcher(
       const std::string& channel,
@@ -182,17 +186,20 @@ class EventLoop : protected transport::EndpointHooks {
     absl::StatusOr<transport::ChannelHandle*> c = channels_->Find(channel);
     if (!c.ok()) return c.status();
     if (absl::Status s = transport::CheckChannelType<T>(**c); !s.ok()) return s;
-    return AddWatcher(*c, [fn = std::move(fn)](const RawMessage& m,
-                                               WatcherStats& stats) mutable {
-      transport::SlotMessageReader reader(m.bytes);
-      transport::RootResult<T> checked;
-      {
-        // Errors of the check allocate (Cap'n Proto's exceptions).
-        const AllowAllocationScope allow;
-        checked = transport::CheckedRoot<T>(reader);
-      }
+    transport::ChannelHandle* channel_handle = *c;
+    return AddWatcher(*c, [this, channel_handle, fn = std::move(fn),
+                           why = std::string()](const RawMessage& m,
+                                                WatcherStats& stats) mutable {
+      // Checked in the callback's scope: only the check's failure path may
+      // allocate (framing.h, "Failure path").
+      std::optional<transport::SlotMessageReader> reader;
+      reader.emplace(m.bytes);
+      const transport::RootResult<T> checked =
+          transport::CheckedRoot<T>(*reader, &why);
       if (!checked.ok()) {
         ++stats.malformed;
+        transport::DiscardAfterFailure(reader);
+        MessageMalformed(*channel_handle, m.context, why);
         return;
       }
       try {
@@ -261,8 +268,9 @@ class EventLoop : protected transport::EndpointHooks {
   // watchers, on-run) runs inside a RealtimeScope (realtime.h): in a binary
   // that links //loop:rt_alloc_check, a heap allocation there aborts with a
   // stack trace, so the checker guards a real node, not only tests. The
-  // message checks of typed watchers run outside it (their errors allocate,
-  // and a malformed message must be skipped, not fatal). A typed message
+  // message checks of typed watchers and fetchers run inside it, in a
+  // failure-path scope (framing.h): a valid message that made them allocate
+  // aborts, a malformed one is skipped and reported, not fatal. A typed message
   // that passes the check but has a pointer of the wrong kind for a field
   // makes Cap'n Proto throw when `fn` reads that field: that allocates too,
   // so with checking on it aborts. Setup; loop thread.
@@ -280,6 +288,13 @@ class EventLoop : protected transport::EndpointHooks {
   int64_t MonotonicNowNs() override {
     return static_cast<int64_t>(ToMonotonicNs(clock_->Now()));
   }
+  // One line on stderr for the first malformed message of each channel
+  // this loop reads (typed watchers and fetchers); later ones are only
+  // counted. Failure path: allocates and writes, inside an
+  // AllowAllocationScope.
+  void MessageMalformed(const transport::ChannelHandle& channel,
+                        const MessageContext& context,
+                        const std::string& why) override;
 
   // Unregisters the loop's watchers and the loop from the driver. Every
   // kind calls it first in its destructor, while the driver, port and
@@ -317,6 +332,8 @@ class EventLoop : protected transport::EndpointHooks {
   // Prints, once per channel, why this loop reads it as a guest.
   void NoteGuest(transport::ChannelHandle* channel);
   std::vector<const transport::ChannelHandle*> guest_noted_;
+  // Channels whose first malformed message was logged.
+  std::vector<const transport::ChannelHandle*> malformed_noted_;
   std::vector<std::unique_ptr<TimerHandle>> timers_;
   std::vector<std::unique_ptr<PhasedLoopHandle>> phased_loops_;
   std::vector<absl::AnyInvocable<void()>> on_run_;

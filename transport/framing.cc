@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "util/failure_path.h"
 
 namespace tether::transport {
 namespace {
@@ -401,7 +402,11 @@ void Describe(const kj::Exception& e, std::string* why) {
 
 FramingStatus CheckWholeMessage(SlotMessageReader& reader, std::string* why,
                                 capnp::AnyPointer::Reader* root) {
+  // Only a failure may allocate (the exception, `why`); the scope ends
+  // after the exception is freed.
+  util::FailurePathAllocationScope failure_path;
   if (!reader.ok()) {
+    failure_path.Failed();
     if (why != nullptr) *why = FramingStatusName(reader.status());
     return reader.status();
   }
@@ -410,6 +415,7 @@ FramingStatus CheckWholeMessage(SlotMessageReader& reader, std::string* why,
     (void)r.targetSize();
     if (root != nullptr) *root = r;
   } catch (const kj::Exception& e) {
+    failure_path.Failed();
     Describe(e, why);
     return FramingStatus::kMalformed;
   }

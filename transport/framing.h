@@ -42,6 +42,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -52,6 +53,7 @@
 #include "capnp/message.h"
 #include "kj/common.h"
 #include "kj/exception.h"
+#include "util/failure_path.h"
 
 namespace tether::transport {
 
@@ -279,7 +281,8 @@ struct ReadOptions {
 // reader. Construction and reads are RT-safe and allocation-free for valid
 // one-segment messages, which is what SlotMessageBuilder makes (Cap'n
 // Proto's exceptions for malformed ones allocate, and so does its table of
-// further segments when a message from elsewhere has several).
+// further segments when a message from elsewhere has several). The checks
+// below (CheckedRoot, VisitRoot) contain the first: see "Failure path".
 // Not movable; a reader is used by one thread.
 class SlotMessageReader final : public capnp::MessageReader {
  public:
@@ -299,6 +302,16 @@ class SlotMessageReader final : public capnp::MessageReader {
   kj::ArrayPtr<const capnp::word> segments_[kMaxSegments];
 };
 
+// Destroys `reader` after a check of it failed, inside the failure path's
+// scope: a malformed message of several segments leaves Cap'n Proto's table
+// of extra segments on the heap, and this frees it. RT-safe callers hold
+// their reader in an optional for this. Failure path only.
+inline void DiscardAfterFailure(std::optional<SlotMessageReader>& reader) {
+  util::FailurePathAllocationScope failure_path;
+  failure_path.Failed();
+  reader.reset();
+}
+
 // The same as constructing a SlotMessageReader (returned in place).
 inline SlotMessageReader ReadSlotMessage(std::span<const std::byte> bytes,
                                          const ReadOptions& options = {}) {
@@ -313,10 +326,24 @@ struct [[nodiscard]] RootResult {
   bool ok() const { return status == FramingStatus::kOk; }
 };
 
+// Failure path. Cap'n Proto reports a bad pointer by throwing a
+// kj::Exception, and building one allocates (its description). The checks
+// below run where outside bytes enter, also in real-time callbacks (typed
+// watchers and fetchers) under the allocation checker, so each runs inside
+// a util::FailurePathAllocationScope: when the check fails it may allocate
+// and free on the heap (the exception, `why`) and nothing else (no lock, no
+// syscall, no I/O), and the checker lets that through; when it passes it
+// must not allocate, and the checker still aborts if it does (a valid
+// message of several segments does: Cap'n Proto's table of extra segments).
+// So a malformed message costs a few mallocs and frees, never a crash. A
+// caller in a real-time scope passes no `why` (its string would be freed
+// outside the scope) or keeps it alive there, as the typed endpoints do.
+
 namespace internal {
 // Walks the whole message once (every pointer bounds-checked, nesting and
 // traversal limits applied) and catches Cap'n Proto's exception. `why`, if
-// given, receives its description (allocates only then).
+// given, receives its description (allocates only then, on the failure
+// path).
 // `root`, if given, receives the checked root (valid while `reader` lives),
 // so that a caller reads it without a second root look-up.
 FramingStatus CheckWholeMessage(SlotMessageReader& reader, std::string* why,
@@ -329,6 +356,7 @@ void Describe(const kj::Exception& e, std::string* why);
 // wrong kind (e.g. a struct where T has Text) only fails when that field is
 // read; use VisitRoot() to turn such a throw into an error too. RT-safe and
 // allocation-free for valid messages; O(message size).
+// The failure path may allocate ("Failure path" above).
 template <typename T>
 RootResult<T> CheckedRoot(SlotMessageReader& reader,
                           std::string* why = nullptr) {
@@ -336,9 +364,11 @@ RootResult<T> CheckedRoot(SlotMessageReader& reader,
   capnp::AnyPointer::Reader root;
   result.status = internal::CheckWholeMessage(reader, why, &root);
   if (!result.ok()) return result;
+  util::FailurePathAllocationScope failure_path;
   try {
     result.root = root.getAs<T>();
   } catch (const kj::Exception& e) {
+    failure_path.Failed();
     internal::Describe(e, why);
     result.status = FramingStatus::kMalformed;
   }
@@ -348,15 +378,19 @@ RootResult<T> CheckedRoot(SlotMessageReader& reader,
 // Runs fn(T::Reader) on the checked root; a kj::Exception thrown while fn
 // reads the message becomes kMalformed (fn's own side effects up to the
 // throw remain). Exceptions of other types propagate. Same cost as
-// CheckedRoot() plus fn.
+// CheckedRoot() plus fn. fn runs in the failure-path scope too: in a
+// real-time scope an allocation of fn is let through until fn returns,
+// forgiven if fn threw a kj::Exception, aborted on if it returned.
 template <typename T, typename Fn>
 FramingStatus VisitRoot(SlotMessageReader& reader, Fn&& fn,
                         std::string* why = nullptr) {
   RootResult<T> checked = CheckedRoot<T>(reader, why);
   if (!checked.ok()) return checked.status;
+  util::FailurePathAllocationScope failure_path;
   try {
     fn(checked.root);
   } catch (const kj::Exception& e) {
+    failure_path.Failed();
     internal::Describe(e, why);
     return FramingStatus::kMalformed;
   }

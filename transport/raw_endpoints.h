@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -61,9 +62,10 @@ struct PublishResult {
 };
 
 // What an event loop hooks into the endpoints it hands out, so that send and
-// receive times follow the loop's clock (real or simulated). transport never
-// depends on loop: the loop implements this. Called on the endpoint's
-// thread; must be RT-safe.
+// receive times follow the loop's clock (real or simulated), and bad input
+// is reported the loop's way. transport never depends on loop: the loop
+// implements this. Called on the endpoint's thread; must be RT-safe except
+// where said.
 class EndpointHooks {
  public:
   virtual ~EndpointHooks() = default;
@@ -72,6 +74,16 @@ class EndpointHooks {
   virtual void StampSend(SendTimes* times) = 0;
   // The receive time stamped on messages (CLOCK_MONOTONIC or virtual).
   virtual int64_t MonotonicNowNs() = 0;
+  // A typed reader skipped the message `context` of `channel`: its bytes
+  // failed the check (framing.h; `why` is Cap'n Proto's description). A
+  // failure path: it may allocate and write a line (the loop logs one per
+  // channel), never block; it runs inside the reader's real-time scope, if
+  // any, so it allows itself what it allocates. Default: nothing.
+  virtual void MessageMalformed(const ChannelHandle& channel,
+                                const MessageContext& context,
+                                const std::string& why) {
+    (void)channel, (void)context, (void)why;
+  }
 };
 
 // One publisher on a channel. Not copyable or movable; one thread at a time
@@ -211,6 +223,14 @@ class RawSubscriber {
   // Unpins the message the last Next()/Latest() returned (no-op when
   // unpinned or nothing is held); its bytes must not be read after. RT-safe.
   void Release() { reader_->Release(); }
+  // For typed readers built on this one: `message` failed its check
+  // (EndpointHooks::MessageMalformed, if the subscriber has hooks). Failure
+  // path only: see there.
+  void ReportMalformed(const RawMessage& message, const std::string& why) {
+    if (hooks_ != nullptr) {
+      hooks_->MessageMalformed(*channel_, message.context, why);
+    }
+  }
   // Next() has something (a message, a loss or corruption). RT-safe.
   bool HasNext() const { return reader_->HasNext(); }
   // Unpinned subscribers: the last message Next()/Latest() returned is

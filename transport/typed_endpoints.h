@@ -280,9 +280,12 @@ class Subscriber {
   Subscriber& operator=(const Subscriber&) = delete;
 
   // The next message, checked (every pointer bounds-checked) and read in
-  // place. kMalformed: this message's bytes are invalid; it is skipped and
-  // the next call moves on. RT-safe for valid messages (O(message size)
-  // check, no allocation).
+  // place. kMalformed: this message's bytes are invalid; it is skipped
+  // (counted in malformed(), reported to the hooks: an event loop logs one
+  // line per channel) and the next call moves on. RT-safe for valid
+  // messages (O(message size) check, no allocation); a malformed one takes
+  // the check's failure path (framing.h), which may allocate, also inside a
+  // RealtimeScope under the allocation checker.
   ReceiveStatus Next(Message<T>* out) { return Take(raw_->Next(&raw_msg_), out); }
   // The newest message if newer than the cursor.
   ReceiveStatus Latest(Message<T>* out) {
@@ -294,6 +297,8 @@ class Subscriber {
     raw_->Release();
   }
   RawSubscriber* raw() const { return raw_.get(); }
+  // Messages skipped as kMalformed so far. RT-safe.
+  uint64_t malformed() const { return malformed_; }
 
  private:
   explicit Subscriber(std::unique_ptr<RawSubscriber> raw) : raw_(std::move(raw)) {}
@@ -302,9 +307,11 @@ class Subscriber {
     reader_.reset();
     if (status != ReceiveStatus::kOk) return status;
     reader_.emplace(raw_msg_.bytes);
-    RootResult<T> root = CheckedRoot<T>(*reader_);
+    RootResult<T> root = CheckedRoot<T>(*reader_, &why_);
     if (!root.ok()) {
-      reader_.reset();
+      ++malformed_;
+      DiscardAfterFailure(reader_);
+      raw_->ReportMalformed(raw_msg_, why_);
       raw_->Release();
       return ReceiveStatus::kMalformed;
     }
@@ -317,6 +324,10 @@ class Subscriber {
   std::unique_ptr<RawSubscriber> raw_;
   RawMessage raw_msg_;
   std::optional<SlotMessageReader> reader_;
+  uint64_t malformed_ = 0;
+  // Why the last malformed message failed: written on the failure path
+  // only, kept (freeing it in a real-time scope would abort the checker).
+  std::string why_;
 };
 
 }  // namespace tether::transport

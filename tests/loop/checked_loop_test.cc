@@ -1,12 +1,15 @@
 // Loops that check allocations (EventLoop::set_check_allocations) with the
 // allocation checker linked: a node's callback that allocates aborts with a
 // stack trace; a node that does not (phased loop, sends, typed watcher,
-// fetcher) runs; a malformed message is skipped and counted, not fatal.
+// fetcher) runs; a malformed message is skipped and counted, not fatal, on
+// both loop kinds, through watchers and fetchers alike.
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "capnp/message.h"
+#include "capnp/serialize.h"
 #include "gtest/gtest.h"
 #include "loop/event_loop.h"
 #include "loop/realtime.h"
@@ -160,6 +163,142 @@ TEST_F(CheckedLoopTest, AMalformedMessageIsSkippedNotFatal) {
   factory->RunFor(milliseconds(10));
   EXPECT_EQ(received, 0);
   EXPECT_EQ(loop->watcher_stats(0).malformed, 1u);
+}
+
+// What a hostile or buggy publisher can send on any channel it may write:
+// a valid Scalars message whose root pointer (bytes 8-15, right after the
+// one-segment table) is 0xFFFFFFFFFFFFFFFC, a struct of 65535 + 65535
+// words: out of bounds. Cap'n Proto's bounds check throws, and its
+// exception allocates.
+std::vector<capnp::word> ScalarsWords(int64_t value) {
+  capnp::MallocMessageBuilder builder;
+  builder.initRoot<Scalars>().setI64(value);
+  kj::Array<capnp::word> flat = capnp::messageToFlatArray(builder);
+  return std::vector<capnp::word>(flat.begin(), flat.end());
+}
+
+// One node on `loop` with checking on: a timer sends the corrupt message and
+// then a valid one (7); a typed watcher and a typed fetcher (read from a
+// later timer, once the watcher had both) see both. `exit` ends the run
+// once the fetcher has read.
+struct CorruptRootScenario {
+  std::vector<capnp::word> bad = ScalarsWords(7);
+  std::unique_ptr<RawSender> raw;
+  std::unique_ptr<Sender<Scalars>> sender;
+  std::unique_ptr<Fetcher<Scalars>> fetcher;
+  WatcherHandle* watcher = nullptr;
+  int watched = 0;
+  int64_t watched_value = 0;
+  ReceiveStatus fetched[3] = {ReceiveStatus::kOk, ReceiveStatus::kOk,
+                              ReceiveStatus::kOk};
+  int fetches = 0;
+  int64_t fetched_value = 0;
+  TimerHandle* fetch_timer = nullptr;
+  MonotonicTime start;
+
+  void SetUp(EventLoop* loop, absl::AnyInvocable<void()> exit) {
+    const uint64_t corrupt_root = 0xFFFFFFFFFFFFFFFCull;
+    std::memcpy(bad.data() + 1, &corrupt_root, sizeof(corrupt_root));
+    auto r = loop->MakeRawSender("/test/a");
+    ASSERT_TRUE(r.ok()) << r.status();
+    raw = std::move(*r);
+    auto s = loop->MakeSender<Scalars>("/test/a");
+    ASSERT_TRUE(s.ok()) << s.status();
+    sender = std::move(*s);
+    auto f = loop->MakeFetcher<Scalars>("/test/a");
+    ASSERT_TRUE(f.ok()) << f.status();
+    fetcher = std::move(*f);
+    auto w = loop->MakeWatcher<Scalars>(
+        "/test/a", [this](Scalars::Reader m, const MessageContext&) {
+          ++watched;
+          watched_value = m.getI64();
+        });
+    ASSERT_TRUE(w.ok()) << w.status();
+    watcher = *w;
+    TimerHandle* send = loop->AddTimer([this] {
+          std::span<std::byte> slot = raw->Loan();
+          const size_t size = bad.size() * sizeof(capnp::word);
+          std::memcpy(slot.data(), bad.data(), size);
+          (void)raw->Send(size);
+          auto loan = sender->MakeLoan();
+          loan.root().setI64(7);
+          (void)sender->Send(std::move(loan));
+        });
+    TimerHandle* fetch = loop->AddTimer([this, loop, exit = std::move(
+                                                          exit)]() mutable {
+          // After the watcher's turn (or a second, on a loaded machine).
+          if (watcher->stats().received < 2 &&
+              loop->monotonic_now() < start + std::chrono::seconds(1)) {
+            return;
+          }
+          fetch_timer->Disable();
+          Message<Scalars> m;
+          for (; fetches < 3; ++fetches) {
+            fetched[fetches] = fetcher->Next(&m);
+            if (fetched[fetches] == ReceiveStatus::kOk) {
+              fetched_value = m.root.getI64();
+              fetcher->Release();
+            }
+            if (fetched[fetches] == ReceiveStatus::kNothingNew) break;
+          }
+          exit();
+        });
+    // From the start of the run, so the watcher gets its turn in between.
+    fetch_timer = fetch;
+    loop->OnRun([this, loop, send, fetch] {
+      start = loop->monotonic_now();
+      send->Schedule(start + milliseconds(1));
+      fetch->Schedule(start + milliseconds(2), milliseconds(1));
+    });
+  }
+
+  void ExpectBadSkippedGoodDelivered(const std::string& log) {
+    EXPECT_EQ(watched, 1);
+    EXPECT_EQ(watched_value, 7);
+    EXPECT_EQ(watcher->stats().received, 2u);
+    EXPECT_EQ(watcher->stats().malformed, 1u);
+    ASSERT_EQ(fetches, 2);
+    EXPECT_EQ(fetched[0], ReceiveStatus::kMalformed);
+    EXPECT_EQ(fetched[1], ReceiveStatus::kOk);
+    EXPECT_EQ(fetched[2], ReceiveStatus::kNothingNew);
+    EXPECT_EQ(fetched_value, 7);
+    EXPECT_EQ(fetcher->malformed(), 1u);
+    // One line for the channel, however many readers of this loop met it.
+    const std::string line = "channel /test/a: skipped a malformed message";
+    const size_t first = log.find(line);
+    EXPECT_NE(first, std::string::npos) << log;
+    EXPECT_EQ(log.find(line, first + 1), std::string::npos) << log;
+    EXPECT_NE(log.find("out-of-bounds"), std::string::npos) << log;
+  }
+};
+
+TEST_F(CheckedLoopTest,
+       ACorruptRootPointerIsSkippedAndReportedOnTheSimulatedLoop) {
+  auto factory = Factory();
+  EventLoop* loop = factory->MakeEventLoop("node");
+  CorruptRootScenario scenario;
+  scenario.SetUp(loop, [] {});
+  ::testing::internal::CaptureStderr();
+  factory->RunFor(milliseconds(10));
+  scenario.ExpectBadSkippedGoodDelivered(
+      ::testing::internal::GetCapturedStderr());
+}
+
+TEST_F(CheckedLoopTest, ACorruptRootPointerIsSkippedAndReportedOnTheRealLoop) {
+  auto channels = transport::ChannelSet::Create(root_.options(), *stack_,
+                                                schemas_);
+  ASSERT_TRUE(channels.ok()) << channels.status();
+  UringEventLoopOptions options;
+  options.check_allocations = true;
+  auto loop = UringEventLoop::Create("node", channels->get(), options);
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  UringEventLoop* real = loop->get();
+  CorruptRootScenario scenario;
+  scenario.SetUp(real, [real] { real->Exit(); });
+  ::testing::internal::CaptureStderr();
+  (void)real->Run();
+  scenario.ExpectBadSkippedGoodDelivered(
+      ::testing::internal::GetCapturedStderr());
 }
 
 TEST_F(CheckedLoopTest, RealLoopCallbacksAreCheckedByDefaultInDebugBuilds) {
