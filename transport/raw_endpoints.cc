@@ -19,7 +19,8 @@ const char* ToString(PublishStatus status) {
     case PublishStatus::kCorrupt:
       return "channel shared memory is corrupt";
     case PublishStatus::kMalformed:
-      return "bytes are not a framed Cap'n Proto message";
+      return "bytes are not a valid Cap'n Proto message (framing or "
+             "pointers)";
   }
   return "unknown";
 }
@@ -85,6 +86,13 @@ PublishResult RawPublisher::Publish(std::span<const std::byte> framed,
   uint32_t segments_minus_one = 0;
   std::memcpy(&segments_minus_one, loan.data(), sizeof(segments_minus_one));
   if (segments_minus_one != 0) return Reframe(loan, copied, times);
+  // The check every typed reader makes, so that bytes with bad pointers
+  // never reach them from here (they would skip them; tools would show
+  // them as undecodable). Allocation-free unless it fails.
+  SlotMessageReader reader(loan.first(copied.size));
+  if (internal::CheckWholeMessage(reader, nullptr) != FramingStatus::kOk) {
+    return {PublishStatus::kMalformed};
+  }
   return Send(copied.size, times);
 }
 

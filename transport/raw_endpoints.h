@@ -39,8 +39,9 @@ enum class [[nodiscard]] PublishStatus {
   kTooLarge,  // larger than the channel's max size; nothing sent
   kNoLoan,    // no slot to build in; see shm::SendStatus::kNoLoan
   kCorrupt,   // channel memory is corrupt; nothing sent
-  kMalformed, // not a valid message: raw Publish of bad framed bytes, or a
-              // typed build with a bad InitBlob (last_finish() says which)
+  kMalformed, // not a valid message: raw Publish of bytes whose framing or
+              // pointers are bad, or a typed build with a bad InitBlob
+              // (last_finish() says which)
 };
 const char* ToString(PublishStatus status);
 // What a failed build or copy means for the send: kTooLarge for kOverflow,
@@ -120,8 +121,12 @@ class RawPublisher {
                      size_t offset = 0);
 
   // Copies already framed bytes (a log record, a bridged message) into the
-  // loan and sends them; checks the framing. RT-safe for one-segment
-  // messages (what tether's builders make). A message of several segments
+  // loan and sends them if they are a valid message: the framing, then
+  // every pointer, as a typed reader checks them (CheckWholeMessage);
+  // kMalformed, and nothing sent, if not. RT-safe for valid one-segment
+  // messages (what tether's builders make): O(size) copy and walk, no
+  // allocation; the check's failure path may allocate (framing.h,
+  // "Failure path"). A message of several segments
   // (another writer's, or a log recorded before blobs were one segment) is
   // checked whole and rebuilt as one segment in a private arena (mapped on
   // first use), so that readers of the channel never allocate for it: that

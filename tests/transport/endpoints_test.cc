@@ -392,11 +392,44 @@ TEST_F(EndpointsTest, MalformedBytesAreReportedAndSkipped) {
   ASSERT_EQ((*pub)->Send(std::move(good)).status, PublishStatus::kOk);
   Message<Sample> m;
   EXPECT_EQ((*sub)->Next(&m), ReceiveStatus::kMalformed);
+  EXPECT_EQ((*sub)->malformed(), 1u);
   ASSERT_EQ((*sub)->Next(&m), ReceiveStatus::kOk);
   EXPECT_EQ(m.root.getStamp(), 7u);
+  EXPECT_EQ((*sub)->malformed(), 1u);
   // Raw Publish checks the framing of what it is given.
   std::vector<std::byte> junk(24, std::byte{0xff});
   EXPECT_EQ((*raw)->Publish(junk).status, PublishStatus::kMalformed);
+}
+
+// A log or a bridge may carry framed bytes whose table is fine but whose
+// pointers are not (here the root pointer, bytes 8-15, overwritten with
+// 0xFFFFFFFFFFFFFFFC: an out-of-bounds struct). Publish checks them as a
+// typed reader would and sends nothing; the channel goes on.
+TEST_F(EndpointsTest, PublishRefusesAMessageWithACorruptRootPointer) {
+  auto ch = MakeChannel("/bad_root", kSample, 256);
+  auto raw = RawPublisher::Create(ch.get());
+  auto sub = Subscriber<Sample>::Create(ch.get());
+  ASSERT_TRUE(raw.ok() && sub.ok());
+  capnp::MallocMessageBuilder source;
+  source.initRoot<Sample>().setStamp(9);
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(source);
+  std::vector<capnp::word> bad(words.begin(), words.end());
+  const uint64_t corrupt_root = 0xFFFFFFFFFFFFFFFCull;
+  std::memcpy(&bad[1], &corrupt_root, sizeof(corrupt_root));
+  EXPECT_EQ((*raw)->Publish({reinterpret_cast<const std::byte*>(bad.data()),
+                             bad.size() * 8})
+                .status,
+            PublishStatus::kMalformed);
+  EXPECT_EQ((*raw)->messages_sent(), 0u);
+  ASSERT_EQ((*raw)->Publish({reinterpret_cast<const std::byte*>(words.begin()),
+                             words.size() * 8})
+                .status,
+            PublishStatus::kOk);
+  Message<Sample> m;
+  ASSERT_EQ((*sub)->Next(&m), ReceiveStatus::kOk);
+  EXPECT_EQ(m.root.getStamp(), 9u);
+  EXPECT_EQ(m.context.queue_index, 0u);
+  EXPECT_EQ((*sub)->malformed(), 0u);
 }
 
 // Framed bytes of several segments (another writer's, an older log's)
@@ -611,6 +644,29 @@ TEST_F(EndpointsTest, SendAndReceiveDoNotAllocate) {
   }
   EXPECT_EQ(allocations, 0);
   EXPECT_GT(sum, 0);
+  // Publish of framed bytes (replay, bridges) checks them whole, also
+  // without allocating.
+  auto raw = RawPublisher::Create(ch.get());
+  ASSERT_TRUE(raw.ok());
+  capnp::MallocMessageBuilder source;
+  source.initRoot<Sample>().setLabel("framed elsewhere");
+  source.getRoot<Sample>().initValues(4).set(3, 2.5f);
+  kj::Array<capnp::word> flat = capnp::messageToFlatArray(source);
+  const std::span<const std::byte> framed(
+      reinterpret_cast<const std::byte*>(flat.begin()), flat.size() * 8);
+  int published = 0;
+  {
+    testing_util::AllocationCounter counter;
+    for (int i = 0; i < 100; ++i) {
+      if ((*raw)->Publish(framed).status != PublishStatus::kOk) break;
+      Message<Sample> m;
+      if ((*sub)->Next(&m) != ReceiveStatus::kOk) break;
+      if (m.root.getValues()[3] == 2.5f) ++published;
+    }
+    allocations = counter.count();
+  }
+  EXPECT_EQ(allocations, 0);
+  EXPECT_EQ(published, 100);
   // The counter does see allocations (so the zero above means something).
   {
     testing_util::AllocationCounter counter;
