@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "capnp/schema.h"
 
@@ -23,6 +24,16 @@ namespace tether::transport {
 // Data fields as arrays of numbers.
 absl::StatusOr<std::string> MessageToJson(capnp::StructSchema type,
                                           std::span<const std::byte> framed);
+
+// Whether MessageToJson() could decode the framed bytes as `type`, checked
+// without making JSON: the framing, every pointer (CheckWholeMessage), then
+// every field read as the schema says (a pointer of the wrong kind for its
+// field fails here, as it fails a typed reader that reads the field). OK,
+// or InvalidArgument with the reason, in MessageToJson()'s words. Lists of
+// scalars, Text and Data are checked as a whole, not element by element, so
+// it costs about one walk over the message's pointers. Any alignment.
+absl::Status CheckMessageDecodes(capnp::StructSchema type,
+                                 std::span<const std::byte> framed);
 
 // JSON text -> framed message of `type`, as 8-byte words (aligned, so it can
 // go straight to RawPublisher::Publish). Strict (JsonSchemaChecker): unknown

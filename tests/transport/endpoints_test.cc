@@ -582,6 +582,55 @@ TEST_F(EndpointsTest, ToolsDecodeAChannelWithTheSchemaItCarries) {
   EXPECT_THAT(bad.status().message(), HasSubstr("Sample"));
 }
 
+// What `tether log check` uses: the same verdict as MessageToJson, without
+// the JSON, for a valid message, one with an out-of-bounds root and one
+// whose pointers are in bounds but of the wrong kind for Sample's fields
+// (a struct where Sample has Text), deep in a list as well as at the root.
+TEST_F(EndpointsTest, CheckMessageDecodesAgreesWithMessageToJson) {
+  const capnp::StructSchema type = capnp::Schema::from<Sample>();
+  auto framed = [](capnp::MessageBuilder& b) {
+    kj::Array<capnp::word> flat = capnp::messageToFlatArray(b);
+    std::vector<std::byte> bytes(flat.size() * 8 + 1);
+    // One byte off the word grid: log records need not be aligned.
+    std::memcpy(bytes.data() + 1, flat.begin(), flat.size() * 8);
+    return bytes;
+  };
+  auto verdicts = [&](const std::vector<std::byte>& bytes) {
+    const std::span<const std::byte> b(bytes.data() + 1, bytes.size() - 1);
+    const absl::Status checked = CheckMessageDecodes(type, b);
+    const absl::StatusOr<std::string> json = MessageToJson(type, b);
+    EXPECT_EQ(checked.ok(), json.ok()) << checked << " / " << json.status();
+    if (!json.ok()) EXPECT_EQ(checked.message(), json.status().message());
+    return checked;
+  };
+
+  capnp::MallocMessageBuilder good;
+  Sample::Builder g = good.initRoot<Sample>();
+  g.setLabel("fine");
+  g.initJoints(2)[1].setName("right");
+  g.initChild().initNames(1).set(0, "nested");
+  EXPECT_TRUE(verdicts(framed(good)).ok());
+
+  std::vector<std::byte> bad_root = framed(good);
+  std::memset(bad_root.data() + 1 + 8, 0xff, 8);  // 0xFFFFFFFFFFFFFFFC
+  bad_root[1 + 8] = std::byte{0xfc};
+  EXPECT_THAT(verdicts(bad_root).message(), HasSubstr("out-of-bounds"));
+
+  capnp::MallocMessageBuilder wrong_kind;
+  wrong_kind.initRoot<StructFirst>().initInner().setName("not text");
+  EXPECT_THAT(verdicts(framed(wrong_kind)).message(), HasSubstr("text"));
+
+  // Deep inside: Sample.child (pointer 6) built as a StructFirst, so the
+  // child's label (its pointer 0) is a struct.
+  capnp::MallocMessageBuilder deep_kind;
+  capnp::toAny(deep_kind.initRoot<Sample>())
+      .getPointerSection()[6]
+      .initAs<StructFirst>()
+      .initInner()
+      .setName("deep");
+  EXPECT_THAT(verdicts(framed(deep_kind)).message(), HasSubstr("text"));
+}
+
 TEST_F(EndpointsTest, ListShowsEveryChannelWithTypeShapeAndCounts) {
   auto a = MakeChannel("/a", kScalars, 64, 16);
   auto b = MakeChannel("/b/c", kSample, 1024, 4);
