@@ -8,6 +8,8 @@
 #include "absl/strings/str_format.h"
 #include "log/compression.h"
 #include "log/log_format.h"
+#include "log/log_reader.h"
+#include "transport/dynamic.h"
 
 namespace tether::log {
 namespace {
@@ -82,7 +84,56 @@ absl::StatusOr<CheckReport> CheckLog(const std::string& path) {
     }
     if (c.topic == kGapChannel) gap_channel = c.id;
   };
+  // Every message of a Cap'n Proto channel, decoded as its schema says
+  // (what a typed reader, `tether log cat` and replay need of it).
+  struct Undecodable {
+    uint64_t count = 0;
+    uint64_t first_at = 0;
+    std::string why;
+  };
+  std::map<uint16_t, std::optional<LoadedMessageType>> types;  // none: noted
+  std::map<uint16_t, Undecodable> undecodable;
+  uint64_t decode_checked = 0;
+  auto check_decodes = [&](const mcap::Message& m, uint64_t at) {
+    auto channel = channels.find(m.channel_id);
+    if (channel == channels.end() ||
+        channel->second.message_encoding != kCapnpEncoding ||
+        channel->second.topic == kGapChannel) {
+      return;
+    }
+    auto [type, added] = types.try_emplace(m.channel_id);
+    if (added) {
+      const mcap::Channel& c = channel->second;
+      const mcap::Schema* schema = nullptr;
+      if (auto it = schemas.find(c.schema_id); it != schemas.end()) {
+        schema = &it->second;
+      }
+      std::optional<uint64_t> type_id;
+      if (auto d = ParseChannelDescription(c, schema); d.ok()) {
+        type_id = d->type_id;
+      }
+      absl::StatusOr<LoadedMessageType> loaded =
+          LoadMessageType(c.topic, c.message_encoding, schema, type_id);
+      if (loaded.ok()) {
+        type->second = *std::move(loaded);
+      } else {
+        report.notes.push_back(absl::StrCat(
+            loaded.status().message(), "; its messages are not decoded"));
+      }
+    }
+    if (!type->second.has_value()) return;
+    ++decode_checked;
+    const absl::Status decodes =
+        transport::CheckMessageDecodes(type->second->type, m.data);
+    if (decodes.ok()) return;
+    Undecodable& u = undecodable[m.channel_id];
+    if (u.count++ == 0) {
+      u.first_at = at;
+      u.why = std::string(decodes.message());
+    }
+  };
   auto count_message = [&](const mcap::Message& m, uint64_t at) {
+    check_decodes(m, at);
     if (channels.count(m.channel_id) == 0) {
       report.problems.push_back(
           {at, absl::StrCat("message on channel id ", m.channel_id,
@@ -310,6 +361,23 @@ absl::StatusOr<CheckReport> CheckLog(const std::string& path) {
           report.notes.push_back("the data section has no CRC");
         }
       }
+    }
+  }
+
+  {
+    Section decoding(&report,
+                     absl::StrFormat("messages: all %u of Cap'n Proto "
+                                     "channels decode with their schemas",
+                                     decode_checked));
+    for (const auto& [id, u] : undecodable) {
+      const mcap::Channel& c = channels.at(id);
+      report.problems.push_back(
+          {u.first_at,
+           absl::StrFormat("%u of %u messages on %s do not decode (the first "
+                           "in this record: %s): typed readers skip them, "
+                           "`tether replay` does not publish them, `tether "
+                           "log cat` shows them as undecodable",
+                           u.count, per_channel[id], c.topic, u.why)});
     }
   }
 

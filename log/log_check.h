@@ -2,9 +2,11 @@
 // and parses, every chunk's CRC and sizes, every message index against the
 // chunk it indexes, the Data End CRC, the summary's CRC, its schema and
 // channel copies, chunk indexes, statistics and summary offsets against
-// what the data section really holds, and tether's own records (a context
-// record after every message, decodable loss records, tether metadata on
-// every channel).
+// what the data section really holds, every message of a Cap'n Proto
+// channel decoded with its schema (as typed readers, replay and `tether log
+// cat` decode it: a message that does not decode is a problem, counted per
+// channel), and tether's own records (a context record after every
+// message, decodable loss records, tether metadata on every channel).
 //
 // Threading: any thread; reads the whole file. Not RT-safe.
 #ifndef TETHER_LOG_LOG_CHECK_H_

@@ -146,50 +146,62 @@ void LogReader::FindTimeSpan() {
   }
 }
 
-absl::StatusOr<capnp::StructSchema> LogReader::MessageType(
-    const LogChannel& channel) {
-  if (auto it = types_.find(channel.id); it != types_.end()) {
-    return it->second.type;
-  }
-  if (channel.schema == nullptr || channel.schema_encoding != kCapnpEncoding) {
+absl::StatusOr<LoadedMessageType> LoadMessageType(
+    const std::string& channel_name, const std::string& message_encoding,
+    const mcap::Schema* schema, std::optional<uint64_t> type_id) {
+  if (schema == nullptr || schema->encoding != kCapnpEncoding) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "channel ", channel.name, " is not Cap'n Proto (schema encoding '",
-        channel.schema_encoding, "', message encoding '",
-        channel.message_encoding, "')"));
+        "channel ", channel_name, " is not Cap'n Proto (schema encoding '",
+        schema == nullptr ? "" : schema->encoding, "', message encoding '",
+        message_encoding, "')"));
   }
-  const std::vector<std::byte>& blob = channel.schema->data;
+  const std::vector<std::byte>& blob = schema->data;
   std::vector<uint64_t> words((blob.size() + 7) / 8);
   if (!blob.empty()) std::memcpy(words.data(), blob.data(), blob.size());
   std::span<const std::byte> aligned(
       reinterpret_cast<const std::byte*>(words.data()), words.size() * 8);
-  uint64_t type_id = 0;
-  if (channel.description.has_value()) {
-    type_id = channel.description->type_id;
-  } else {
+  if (!type_id.has_value()) {
     // No tether metadata: find the root by the schema's name.
+    type_id = 0;
     try {
       capnp::FlatArrayMessageReader r(kj::arrayPtr(
           reinterpret_cast<const capnp::word*>(words.data()), words.size()));
       for (auto node :
            r.getRoot<capnp::schema::CodeGeneratorRequest>().getNodes()) {
-        if (node.isStruct() && channel.schema_name == node.getDisplayName().cStr()) {
+        if (node.isStruct() && schema->name == node.getDisplayName().cStr()) {
           type_id = node.getId();
         }
       }
     } catch (const kj::Exception& e) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "channel ", channel.name, ": schema is not a CodeGeneratorRequest: ",
+          "channel ", channel_name, ": schema is not a CodeGeneratorRequest: ",
           e.getDescription().cStr()));
     }
   }
-  auto registry = std::make_unique<transport::SchemaRegistry>();
-  if (absl::Status s = registry->AddCodeGeneratorRequest(aligned, type_id);
+  LoadedMessageType loaded;
+  loaded.registry = std::make_unique<transport::SchemaRegistry>();
+  if (absl::Status s = loaded.registry->AddCodeGeneratorRequest(aligned,
+                                                                *type_id);
       !s.ok()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("channel ", channel.name, ": ", s.message()));
+        absl::StrCat("channel ", channel_name, ": ", s.message()));
   }
-  const capnp::StructSchema type = *registry->Find(type_id);
-  types_[channel.id] = LoadedType{std::move(registry), type};
+  loaded.type = *loaded.registry->Find(*type_id);
+  return loaded;
+}
+
+absl::StatusOr<capnp::StructSchema> LogReader::MessageType(
+    const LogChannel& channel) {
+  if (auto it = types_.find(channel.id); it != types_.end()) {
+    return it->second.type;
+  }
+  std::optional<uint64_t> type_id;
+  if (channel.description.has_value()) type_id = channel.description->type_id;
+  absl::StatusOr<LoadedMessageType> loaded = LoadMessageType(
+      channel.name, channel.message_encoding, channel.schema, type_id);
+  if (!loaded.ok()) return loaded.status();
+  const capnp::StructSchema type = loaded->type;
+  types_[channel.id] = *std::move(loaded);
   return type;
 }
 

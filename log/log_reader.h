@@ -68,6 +68,22 @@ struct LogMessage {
   bool has_context = false;
 };
 
+// A channel's message type loaded from its schema record; `registry` owns
+// `type`.
+struct LoadedMessageType {
+  std::unique_ptr<transport::SchemaRegistry> registry;
+  capnp::StructSchema type;
+};
+
+// Loads the type of a Cap'n Proto channel's messages from its schema (a
+// CodeGeneratorRequest): the struct `type_id` names (tether's channel
+// metadata), or without it the one named like the schema. FailedPrecondition
+// naming `channel_name` if the schema is not Cap'n Proto or does not hold
+// the type. Not RT-safe.
+absl::StatusOr<LoadedMessageType> LoadMessageType(
+    const std::string& channel_name, const std::string& message_encoding,
+    const mcap::Schema* schema, std::optional<uint64_t> type_id);
+
 struct LogReadOptions {
   // Channels to read, by MCAP id (empty: all).
   std::set<uint16_t> channels;
@@ -170,11 +186,7 @@ class LogReader {
   int64_t end_ns_ = 0;
   mcap::KeyValueMap recording_;
   int64_t realtime_offset_ns_ = 0;
-  struct LoadedType {
-    std::unique_ptr<transport::SchemaRegistry> registry;  // owns `type`
-    capnp::StructSchema type;
-  };
-  std::map<uint16_t, LoadedType> types_;
+  std::map<uint16_t, LoadedMessageType> types_;
 };
 
 }  // namespace tether::log

@@ -165,9 +165,11 @@ ArgParser CheckParser() {
               "Verifies a log end to end: every record, every chunk CRC,\n"
               "every message index against its chunk, the data section CRC,\n"
               "the summary (CRC, schema and channel copies, chunk indexes,\n"
-              "statistics, summary offsets) against the data, and tether's\n"
-              "own records. Prints what passed and every problem with its\n"
-              "file offset. Exits 1 if anything is wrong.");
+              "statistics, summary offsets) against the data, every message\n"
+              "of a Cap'n Proto channel decoded with its schema (what typed\n"
+              "readers and replay need), and tether's own records. Prints\n"
+              "what passed and every problem with its file offset. Exits 1\n"
+              "if anything is wrong.");
   p.AddPositional("file", "the MCAP log");
   return p;
 }

@@ -120,6 +120,26 @@ inline void PublishBytes(transport::RawPublisher& pub,
       << transport::ToString(r.status);
 }
 
+// `framed` with its root pointer (bytes 8-15, right after a one-segment
+// table) overwritten with 0xFFFFFFFFFFFFFFFC: a struct far out of bounds.
+// The framing stays valid; every typed reader must refuse it.
+inline std::vector<std::byte> WithCorruptRoot(std::vector<std::byte> framed) {
+  const uint64_t corrupt_root = 0xFFFFFFFFFFFFFFFCull;
+  EXPECT_GE(framed.size(), 16u);
+  std::memcpy(framed.data() + 8, &corrupt_root, sizeof(corrupt_root));
+  return framed;
+}
+
+// Sends `framed` as it is, unchecked (Loan() and Send(), as any process
+// with write access to the channel can), unlike Publish().
+inline void SendUnchecked(transport::RawPublisher& pub,
+                          const std::vector<std::byte>& framed) {
+  std::span<std::byte> slot = pub.Loan();
+  ASSERT_GE(slot.size(), framed.size());
+  std::memcpy(slot.data(), framed.data(), framed.size());
+  ASSERT_EQ(pub.Send(framed.size()).status, transport::PublishStatus::kOk);
+}
+
 // Polls `done` every millisecond for up to `seconds`.
 inline bool WaitFor(const std::function<bool()>& done, double seconds = 10) {
   const auto end = std::chrono::steady_clock::now() +
