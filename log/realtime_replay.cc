@@ -8,6 +8,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "capnp/any.h"
+#include "transport/framing.h"
 
 namespace tether::log {
 namespace {
@@ -167,6 +169,26 @@ ReplayProgress RealtimeReplay::progress() const {
   return progress_;
 }
 
+void RealtimeReplay::NoteMalformed(const std::string& channel,
+                                   const LogMessage& m) {
+  for (MalformedMessages& seen : malformed_) {
+    if (seen.name == channel) {
+      ++seen.count;
+      return;
+    }
+  }
+  MalformedMessages first;
+  first.name = channel;
+  first.count = 1;
+  first.first_s = (m.monotonic_send_ns - reader_->start_ns()) / 1e9;
+  // Publish said only kMalformed: the same check again, for its words.
+  transport::SlotMessageReader reader(m.data);
+  if (transport::CheckedRoot<capnp::AnyStruct>(reader, &first.why).ok()) {
+    first.why = "refused by the channel's publisher";
+  }
+  malformed_.push_back(std::move(first));
+}
+
 bool RealtimeReplay::WaitUntilDue(int64_t t, const std::function<bool()>& stop) {
   bool was_paused = false;
   for (;;) {
@@ -256,8 +278,13 @@ absl::Status RealtimeReplay::Run(const std::function<bool()>& stop) {
       times.realtime_ns = static_cast<uint64_t>(m.realtime_send_ns + shift);
       const transport::PublishResult r =
           pub->Publish(m.data, options_.restamp ? nullptr : &times);
+      if (r.status == transport::PublishStatus::kMalformed) {
+        NoteMalformed(pub->channel()->name(), m);
+      }
       std::lock_guard lock(mu_);
-      if (r.status != transport::PublishStatus::kOk) {
+      if (r.status == transport::PublishStatus::kMalformed) {
+        ++progress_.malformed;
+      } else if (r.status != transport::PublishStatus::kOk) {
         ++progress_.failed;
         if (first_error.ok()) {
           first_error = absl::InternalError(absl::StrCat(

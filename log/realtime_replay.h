@@ -61,9 +61,23 @@ struct ReplayProgress {
   double rate = 1;
   uint64_t messages = 0;    // published so far (all rounds)
   uint64_t failed = 0;      // publishes that failed (see last_error)
+  // Not published: not a valid Cap'n Proto message (framing or pointers
+  // bad; see RealtimeReplay::malformed()). Not in `failed`.
+  uint64_t malformed = 0;
   int round = 0;
   bool paused = false;
   bool done = false;
+};
+
+// Messages of one channel that were not published because they are not
+// valid messages (RawPublisher::Publish refused them: kMalformed).
+struct MalformedMessages {
+  std::string name;  // the channel they were for
+  uint64_t count = 0;
+  // The first one: seconds from the start of the log, and why (Cap'n
+  // Proto's description).
+  double first_s = 0;
+  std::string why;
 };
 
 // What Create() did with one channel.
@@ -87,7 +101,10 @@ class RealtimeReplay {
 
   // Publishes until the end of the range (every round with loop) or until
   // `stop` returns true (polled at least every 50 ms). Returns the first
-  // publish error (the replay goes on past it) or OK.
+  // publish error (the replay goes on past it) or OK. Messages that are not
+  // valid (the check every typed reader makes: bad framing or pointers) are
+  // not published into the live stack: they are skipped and counted
+  // (progress().malformed, malformed()), not errors here.
   absl::Status Run(const std::function<bool()>& stop);
 
   // Controls; any thread.
@@ -101,6 +118,8 @@ class RealtimeReplay {
   const std::vector<ReplayedChannel>& channels() const { return channels_; }
   // Channels skipped, damage met while reading. Not while Run() runs.
   const std::vector<std::string>& notes() const { return notes_; }
+  // Per channel, the messages skipped as malformed. Not while Run() runs.
+  const std::vector<MalformedMessages>& malformed() const { return malformed_; }
 
  private:
   RealtimeReplay() = default;
@@ -108,6 +127,8 @@ class RealtimeReplay {
   // Waits until the message at log time `t` is due (or a step, or stop).
   // False when stopped.
   bool WaitUntilDue(int64_t t, const std::function<bool()>& stop);
+  // Counts `m`, refused as malformed on `channel`, in malformed_.
+  void NoteMalformed(const std::string& channel, const LogMessage& m);
 
   RealtimeReplayOptions options_;
   std::unique_ptr<LogReader> reader_;
@@ -118,6 +139,7 @@ class RealtimeReplay {
   std::map<uint16_t, transport::RawPublisher*> by_channel_;
   std::vector<ReplayedChannel> channels_;
   std::vector<std::string> notes_;
+  std::vector<MalformedMessages> malformed_;
   int64_t range_start_ns_ = 0;
   int64_t range_end_ns_ = 0;
 

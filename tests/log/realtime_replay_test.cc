@@ -251,6 +251,56 @@ TEST_F(RealtimeReplayTest, BadSelectionsSayWhatTheLogHas) {
   EXPECT_THAT(std::string(replay.status().message()), HasSubstr("loss records"));
 }
 
+// A log that holds messages no typed reader takes (recorded from a writer
+// that sent a corrupt root pointer) must not put them into a live stack:
+// they are skipped, counted per channel with why, and the valid ones go.
+TEST(RealtimeReplayMalformed, SkipsAndCountsMessagesThatFailTheCheck) {
+  const std::string path = TempFile("replay-malformed.mcap");
+  {
+    shm::testing::ScopedRoot root;
+    transport::SchemaRegistry schemas;
+    RegisterTestTypes(schemas);
+    auto b = MakeChannel(root.options(), schemas, "/b", kScalarsType,
+                         {.max_size = 128, .depth = 64});
+    LoggerOptions o;
+    o.channels = root.options();
+    o.path = path;
+    o.overwrite = true;
+    o.period = std::chrono::milliseconds(2);
+    auto logger = Logger::Start(o);
+    ASSERT_TRUE(logger.ok()) << logger.status();
+    auto pb = transport::RawPublisher::Create(b.get());
+    ASSERT_TRUE(pb.ok());
+    for (int i = 0; i < 10; ++i) {
+      SendUnchecked(**pb, i % 2 == 0 ? WithCorruptRoot(ScalarsMessage(i))
+                                     : ScalarsMessage(i));
+    }
+    ASSERT_TRUE(WaitFor([&] { return (*logger)->stats().messages == 10u; }));
+    ASSERT_TRUE((*logger)->Stop().ok());
+  }
+  shm::testing::ScopedRoot live;
+  RealtimeReplayOptions o;
+  o.channels = live.options();
+  o.rate = 20;
+  auto replay = RealtimeReplay::Create(path, o);
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  EXPECT_TRUE((*replay)->Run(nullptr).ok());
+  EXPECT_EQ((*replay)->progress().messages, 5u);
+  EXPECT_EQ((*replay)->progress().malformed, 5u);
+  EXPECT_EQ((*replay)->progress().failed, 0u);
+  ASSERT_EQ((*replay)->malformed().size(), 1u);
+  const MalformedMessages& m = (*replay)->malformed()[0];
+  EXPECT_EQ(m.name, "/b");
+  EXPECT_EQ(m.count, 5u);
+  EXPECT_THAT(m.why, HasSubstr("out-of-bounds"));
+  // Only the valid ones reached the live channel.
+  const std::vector<Sent> got = Drain(live.options(), "/b");
+  ASSERT_EQ(got.size(), 5u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].data, ScalarsMessage(static_cast<int>(2 * i + 1)));
+  }
+}
+
 TEST(ParseRemap, AcceptsOnlyAbsoluteNames) {
   auto r = ParseRemap("/a/b:=/c");
   ASSERT_TRUE(r.ok());
