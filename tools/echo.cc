@@ -175,6 +175,13 @@ int RunEcho(const EchoOptions& options, std::ostream& out, std::ostream& err) {
   err << ", missed " << missed;
   if (bad > 0) err << ", " << bad << " undecodable";
   err << "\n";
+  if (exit_code == kExitOk && printed == 0 && bad > 0) {
+    // Messages came, and not one of them could be shown.
+    err << "tether echo: " << options.channel << ": none of the " << bad
+        << " messages received decodes as " << channel->handle->type_name()
+        << "; a process writing this channel sends invalid bytes\n";
+    exit_code = kExitFailure;
+  }
   return exit_code;
 }
 
@@ -188,7 +195,10 @@ ArgParser EchoParser() {
       "reported on stderr (\"missed N\"), with a tally at the end. Sleeps on\n"
       "the channel's futex between messages. Ctrl-C (or --count) ends it.\n"
       "Reads pinned; if the channel's pins are all taken, reads unpinned\n"
-      "copies (with a note).");
+      "copies (with a note). A message that does not decode is reported on\n"
+      "stderr (\"undecodable\" in the tally) and skipped. Exits 1 if the\n"
+      "channel cannot be read (corrupt, a decoder that failed), or if\n"
+      "messages arrived and none of them decoded; else 0.");
   parser.AddPositional("channel", "the channel, e.g. /robot/imu");
   AddRootInstanceOptions(parser);
   parser.AddOption("count", "N", "stop after printing N messages (0: never)",

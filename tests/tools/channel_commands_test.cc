@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -137,6 +138,50 @@ TEST_F(ChannelCommandsTest, EchoRateSkipsAndCountsSkipped) {
   ASSERT_EQ(RunEcho(o, out, err), kExitOk) << err.str();
   EXPECT_EQ(Lines(out.str()).size(), 1u);
   EXPECT_THAT(err.str(), HasSubstr("1 printed, 4 skipped by --rate"));
+}
+
+// Bytes a raw publisher can send: a Scalars message whose root pointer
+// (bytes 8-15) is 0xFFFFFFFFFFFFFFFC, out of bounds.
+void SendCorruptRoot(transport::ChannelHandle* ch, int n) {
+  auto raw = transport::RawPublisher::Create(ch);
+  ASSERT_TRUE(raw.ok()) << raw.status();
+  const uint64_t words[3] = {uint64_t{2} << 32, 0xFFFFFFFFFFFFFFFCull, 0};
+  for (int i = 0; i < n; ++i) {
+    std::span<std::byte> slot = (*raw)->Loan();
+    std::memcpy(slot.data(), words, sizeof(words));
+    ASSERT_EQ((*raw)->Send(sizeof(words)).status,
+              transport::PublishStatus::kOk);
+  }
+}
+
+TEST_F(ChannelCommandsTest, EchoFailsWhenNoMessageDecodes) {
+  auto ch = MakeChannel("/robot/scalars");
+  SendCorruptRoot(ch.get(), 3);
+  EchoOptions o = Echo("/robot/scalars");
+  o.from_oldest = true;
+  int polls = 0;
+  o.stop = [&polls] { return ++polls > 5; };  // 3 messages, 1 wait, stop
+  std::ostringstream out, err;
+  EXPECT_EQ(RunEcho(o, out, err), kExitFailure) << err.str();
+  EXPECT_EQ(out.str(), "");
+  EXPECT_THAT(err.str(), HasSubstr("queue index 0: malformed message"));
+  EXPECT_THAT(err.str(), HasSubstr("0 printed, missed 0, 3 undecodable"));
+  EXPECT_THAT(err.str(),
+              HasSubstr("none of the 3 messages received decodes as "
+                        "tests/transport/framing_test.capnp:Scalars"));
+}
+
+TEST_F(ChannelCommandsTest, EchoSkipsAnUndecodableMessageAndGoesOn) {
+  auto ch = MakeChannel("/robot/scalars");
+  SendCorruptRoot(ch.get(), 1);
+  Send(ch.get(), 4, 1);
+  EchoOptions o = Echo("/robot/scalars");
+  o.count = 1;
+  o.from_oldest = true;
+  std::ostringstream out, err;
+  EXPECT_EQ(RunEcho(o, out, err), kExitOk) << err.str();
+  EXPECT_THAT(out.str(), HasSubstr("\"i64\":\"4\""));
+  EXPECT_THAT(err.str(), HasSubstr("1 printed, missed 0, 1 undecodable"));
 }
 
 TEST_F(ChannelCommandsTest, EchoReportsLostMessages) {
