@@ -27,6 +27,8 @@
 #include "shm/channel_access.h"
 #include "tests/examples/demo_run.h"
 #include "tests/shm/shm_test_util.h"
+#include "transport/channel_handle.h"
+#include "transport/raw_endpoints.h"
 
 namespace tether::examples {
 namespace {
@@ -357,6 +359,54 @@ TEST(DemoHostile, EverySlotPinnedMakesSendsFailAndTheMonitorShowsThem) {
   EXPECT_LE(monitor, actuator);
   EXPECT_EQ(MonitorSendFailures(out, "/robot/imu"), 0);
   ExpectTheStackSurvived(out, "/robot/imu");
+}
+
+// Reproducer 5: a writer of /robot/velocity_command (teleoperation: any
+// process allowed to write it, or a replay of a doctored log) sends
+// VelocityCommands whose root pointer is 0xFFFFFFFFFFFFFFFC, then a valid
+// one. The controller reads the channel with a fetcher in its phased loop,
+// under checkAllocations: it must skip and report them (one line), not die
+// of the Cap'n Proto exception's allocation, and take the valid one.
+TEST(DemoHostile, ACorruptRootPointerIsSkippedByTheControllerNotFatal) {
+  LiveDemo demo(6);
+  demo.WaitUntilRunning();
+  auto channel =
+      transport::ChannelHandle::Open(demo.options(), "/robot/velocity_command");
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  auto pub = transport::RawPublisher::Create(channel->get());
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  // The controller's fetcher reads messages sent after it exists.
+  for (int i = 0; i < 200 && (*channel)->stats().pinning_readers < 1; ++i) {
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  ASSERT_GE((*channel)->stats().pinning_readers, 1);
+  // One segment of 3 words: the root pointer and two Float64 fields.
+  auto send = [&](uint64_t root) {
+    const double v = 0.1;
+    uint64_t words[4] = {uint64_t{3} << 32, root, 0, 0};
+    std::memcpy(&words[2], &v, 8);
+    std::memcpy(&words[3], &v, 8);
+    std::span<std::byte> slot = (*pub)->Loan();
+    ASSERT_GE(slot.size(), sizeof(words));
+    std::memcpy(slot.data(), words, sizeof(words));
+    ASSERT_EQ((*pub)->Send(sizeof(words)).status,
+              transport::PublishStatus::kOk);
+  };
+  for (int i = 0; i < 20; ++i) {
+    send(0xFFFFFFFFFFFFFFFCull);
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  send(uint64_t{2} << 32);  // a struct of 2 data words right after it
+  pub->reset();
+  channel->reset();
+  int status = 0;
+  const std::string out = demo.Finish(&status);
+  SCOPED_TRACE(out);
+  EXPECT_THAT(out, HasSubstr("loop controller: channel "
+                             "/robot/velocity_command: skipped a malformed "
+                             "message"));
+  EXPECT_THAT(out, Not(HasSubstr("heap allocation in a real-time scope")));
+  ExpectTheStackSurvived(out, "/robot/joint_command");
 }
 
 // Reproducer 4: after a run, zeroed slot headers and a garbage tail. echo,
