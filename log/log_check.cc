@@ -378,6 +378,8 @@ absl::StatusOr<CheckReport> CheckLog(const std::string& path) {
                            "`tether replay` does not publish them, `tether "
                            "log cat` shows them as undecodable",
                            u.count, per_channel[id], c.topic, u.why)});
+      report.undecodable_messages += u.count;
+      ++report.undecodable_problems;
     }
   }
 

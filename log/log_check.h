@@ -32,6 +32,11 @@ struct CheckReport {
   std::vector<std::string> notes;
   uint64_t messages = 0;
   uint64_t chunks = 0;
+  // Messages that do not decode, and the problems (one per channel) that
+  // say so: damage to the messages themselves, which recovering the file
+  // does not mend.
+  uint64_t undecodable_messages = 0;
+  size_t undecodable_problems = 0;
   bool ok() const { return problems.empty(); }
 };
 

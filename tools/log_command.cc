@@ -185,12 +185,21 @@ int RunCheck(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   for (const log::McapProblem& p : report->problems) {
     out << "FAIL  " << p.ToString() << "\n";
   }
-  out << absl::StrFormat("%u messages in %u chunks; %u problems%s\n",
+  // Recovering rewrites damaged files; it cannot mend messages that were
+  // recorded undecodable.
+  const bool file_damaged =
+      report->problems.size() > report->undecodable_problems;
+  out << absl::StrFormat("%u messages in %u chunks; %u problems%s%s\n",
                          report->messages, report->chunks,
                          report->problems.size(),
-                         report->ok() ? ""
-                                      : " (`tether log recover IN OUT` "
-                                        "rewrites every intact chunk)");
+                         report->undecodable_messages > 0
+                             ? absl::StrFormat(" (%u messages that do not "
+                                               "decode)",
+                                               report->undecodable_messages)
+                             : "",
+                         file_damaged ? " (`tether log recover IN OUT` "
+                                        "rewrites every intact chunk)"
+                                      : "");
   return report->ok() ? kExitOk : kExitFailure;
 }
 

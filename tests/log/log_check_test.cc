@@ -61,6 +61,8 @@ TEST(CheckLog, MessagesThatDoNotDecodeAreProblemsCountedPerChannel) {
   EXPECT_THAT(problem, HasSubstr("out-of-bounds"));
   EXPECT_THAT(problem, HasSubstr("offset "));
   EXPECT_GT(report->problems[0].offset, 0u);
+  EXPECT_EQ(report->undecodable_messages, 4u);
+  EXPECT_EQ(report->undecodable_problems, 1u);
   // The file itself is sound: every other check still passes.
   bool records_passed = false;
   for (const std::string& p : report->passed) {
