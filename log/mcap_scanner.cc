@@ -58,7 +58,10 @@ void SortProblems(std::vector<McapProblem>* problems) {
 
 absl::StatusOr<std::unique_ptr<McapFile>> McapFile::Open(
     const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO without a writer (or some devices) would
+  // otherwise block in open() until one appears, before the check below
+  // could refuse it. Regular files ignore the flag; it is cleared anyway.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int err = errno;
     const std::string text =
@@ -72,6 +75,13 @@ absl::StatusOr<std::unique_ptr<McapFile>> McapFile::Open(
     ::close(fd);
     return absl::InvalidArgumentError(
         absl::StrCat(path, " is not a regular file"));
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return absl::DataLossError(
+        absl::StrCat("cannot open ", path, ": ", std::strerror(err)));
   }
   return std::unique_ptr<McapFile>(
       new McapFile(path, fd, static_cast<uint64_t>(st.st_size)));

@@ -41,6 +41,10 @@ void SortProblems(std::vector<McapProblem>* problems);
 // The open file: size and positioned reads. Not copyable.
 class McapFile {
  public:
+  // Opens a regular file for reading. Never blocks in open(): a FIFO (with
+  // or without a writer), a device or a directory is InvalidArgument "...
+  // is not a regular file"; NotFound, PermissionDenied, else DataLoss with
+  // the errno text.
   static absl::StatusOr<std::unique_ptr<McapFile>> Open(
       const std::string& path);
   ~McapFile();

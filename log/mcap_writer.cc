@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,8 +32,10 @@ absl::Status ErrnoError(const std::string& what, int err) {
 
 absl::StatusOr<std::unique_ptr<McapWriter>> McapWriter::Create(
     const std::string& path, const McapWriterOptions& options) {
-  const int flags =
-      O_WRONLY | O_CREAT | O_CLOEXEC | (options.overwrite ? O_TRUNC : O_EXCL);
+  // O_NONBLOCK: an existing FIFO would otherwise block open() until a
+  // reader appears (ENXIO instead); cleared once open.
+  const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK |
+                    (options.overwrite ? O_TRUNC : O_EXCL);
   const int fd = ::open(path.c_str(), flags, 0644);
   if (fd < 0) {
     const int err = errno;
@@ -40,6 +43,20 @@ absl::StatusOr<std::unique_ptr<McapWriter>> McapWriter::Create(
       return absl::AlreadyExistsError(
           absl::StrCat(path, " exists: choose another name or remove it"));
     }
+    if (err == ENXIO) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot create ", path,
+                       ": it is a FIFO that nobody reads (tether "
+                       "writes logs to regular files; give another --out)"));
+    }
+    return ErrnoError(absl::StrCat("cannot create ", path), err);
+  }
+  struct stat st;
+  const int fl = ::fcntl(fd, F_GETFL);
+  if (::fstat(fd, &st) != 0 || fl < 0 ||
+      ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+    const int err = errno;
+    ::close(fd);
     return ErrnoError(absl::StrCat("cannot create ", path), err);
   }
   std::unique_ptr<McapWriter> w(new McapWriter(path, fd, options));

@@ -60,7 +60,8 @@ struct McapWriterStats {
 class McapWriter {
  public:
   // Creates `path` and writes the magic and header. AlreadyExists unless
-  // options.overwrite; the errno text otherwise.
+  // options.overwrite; FailedPrecondition for a FIFO nobody reads (never
+  // waits for a reader); the errno text otherwise.
   static absl::StatusOr<std::unique_ptr<McapWriter>> Create(
       const std::string& path, const McapWriterOptions& options);
   // Close()s the file if that was not done (errors are lost then: call

@@ -151,16 +151,19 @@ int RunRecordCommand(const ParsedArgs& args, std::ostream& out,
   }
   options.recording_metadata["recorder"] = "tether record";
 
-  StopFn stop;
-  std::shared_ptr<void> guard = InstallStop(cmd, &stop, err);
-  if (guard == nullptr) return kExitFailure;
-
+  // The stop handler comes after the start: it only sets a flag that the
+  // loop below polls, so a SIGTERM or Ctrl-C while the logger starts
+  // (opening the file and the channels) keeps its default action and ends
+  // the process at once.
   absl::StatusOr<std::unique_ptr<log::Logger>> logger =
       log::Logger::Start(options);
   if (!logger.ok()) {
     err << cmd << ": " << logger.status().message() << "\n";
     return kExitFailure;
   }
+  StopFn stop;
+  std::shared_ptr<void> guard = InstallStop(cmd, &stop, err);
+  if (guard == nullptr) return kExitFailure;
   const bool tty = ::isatty(STDERR_FILENO) == 1 && !args.Flag("quiet");
   const bool quiet = args.Flag("quiet");
   {

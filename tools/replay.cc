@@ -138,15 +138,19 @@ int RunReplayCommand(const ParsedArgs& args, std::ostream& out,
   options.restamp = args.Flag("restamp");
   options.start_paused = args.Flag("paused");
 
-  StopFn stop;
-  std::shared_ptr<void> guard = InstallStop(cmd, &stop, err);
-  if (guard == nullptr) return kExitFailure;
+  // The stop handler comes after the setup: it only sets a flag that the
+  // run polls, so a SIGTERM or Ctrl-C during the setup (reading a large log,
+  // or anything that blocks there) keeps its default action and ends the
+  // process at once.
   absl::StatusOr<std::unique_ptr<log::RealtimeReplay>> replay =
       log::RealtimeReplay::Create(args.Positional("file"), options);
   if (!replay.ok()) {
     err << cmd << ": " << replay.status().message() << "\n";
     return kExitFailure;
   }
+  StopFn stop;
+  std::shared_ptr<void> guard = InstallStop(cmd, &stop, err);
+  if (guard == nullptr) return kExitFailure;
   log::RealtimeReplay& r = **replay;
   for (const std::string& n : r.notes()) err << cmd << ": " << n << "\n";
   err << cmd << ": replaying " << r.channels().size() << " channels into "

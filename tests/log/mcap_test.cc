@@ -1,12 +1,18 @@
 // The MCAP writer and reader: round trips (zstd and none, indexed and
-// streaming, filters), and damaged files (truncated at many points, corrupt
-// chunk bytes, corrupt lengths, corrupt summary, not MCAP at all).
+// streaming, filters), damaged files (truncated at many points, corrupt
+// chunk bytes, corrupt lengths, corrupt summary, not MCAP at all), files
+// that are not regular (FIFOs, full devices) and writes that fail midway.
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -234,6 +240,59 @@ TEST(McapWriter, RejectsUnknownChannelsAndBadTrailers) {
   mcap::AppendRecord(0x05, Bytes("no"), &not_private);
   EXPECT_FALSE((*w)->WriteMessage({*c, 0, 1, 1, {}}, not_private).ok());
   EXPECT_FALSE((*w)->AddChannel(9, "/y", "json", {}).ok());
+}
+
+// Runs `body` in a child process (its exit code, 0 for success) that an
+// alarm kills after `seconds`: for a call that must not block (a
+// regression then fails the test instead of hanging it) or a process-wide
+// limit. Returns the wait status.
+int InChild(const std::function<int()>& body, unsigned seconds = 10) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::alarm(seconds);
+    ::_exit(body());
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+
+std::string Fifo(const std::string& name) {
+  const std::string path = TempPath(name);
+  ::unlink(path.c_str());
+  EXPECT_EQ(::mkfifo(path.c_str(), 0644), 0);
+  return path;
+}
+
+TEST(McapReader, AFifoIsNotARegularFileAndIsNotWaitedOn) {
+  const std::string fifo = Fifo("reader.fifo");
+  const int status = InChild([&] {
+    auto r = McapReader::Open(fifo);
+    const bool ok = absl::IsInvalidArgument(r.status()) &&
+                    r.status().message() == fifo + " is not a regular file";
+    if (!ok) fprintf(stderr, "%s\n", r.status().ToString().c_str());
+    return ok ? 0 : 1;
+  });
+  EXPECT_TRUE(WIFEXITED(status))
+      << "blocked in open(): killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST(McapWriter, AFifoNobodyReadsIsRefusedNotWaitedOn) {
+  const std::string fifo = Fifo("writer.fifo");
+  const int status = InChild([&] {
+    McapWriterOptions options;
+    options.overwrite = true;
+    auto w = McapWriter::Create(fifo, options);
+    const bool ok = absl::IsFailedPrecondition(w.status()) &&
+                    w.status().message().find("FIFO that nobody reads") !=
+                        std::string::npos;
+    if (!ok) fprintf(stderr, "%s\n", w.status().ToString().c_str());
+    return ok ? 0 : 1;
+  });
+  EXPECT_TRUE(WIFEXITED(status))
+      << "blocked in open(): killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST(McapReader, NotMcapIsAnErrorThatSaysSo) {

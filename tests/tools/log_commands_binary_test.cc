@@ -4,13 +4,21 @@
 // message saying what to do.
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <regex>
 #include <thread>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -25,6 +33,7 @@ namespace tether::tools::test {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using namespace ::tether::log::testing;
 
 class LogCommandsTest : public ::testing::Test {
@@ -37,8 +46,11 @@ class LogCommandsTest : public ::testing::Test {
   std::vector<std::string> Where(const shm::testing::ScopedRoot& root) {
     return {"--root", root.root(), "--instance", root.options().instance};
   }
-  // Records /cli/samples while `count` messages are sent.
-  Outcome Record(const std::string& out, int count) {
+  // Records /cli/samples while `count` messages are sent (`pause_us` apart),
+  // with `extra` recorder arguments.
+  Outcome Record(const std::string& out, int count,
+                 const std::vector<std::string>& extra = {},
+                 const RunOptions& run = {}, int pause_us = 1000) {
     std::atomic<bool> stop{false};
     std::thread publisher([&] {
       auto pub = transport::RawPublisher::Create(samples_.get());
@@ -47,14 +59,15 @@ class LogCommandsTest : public ::testing::Test {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       for (int i = 0; i < count && !stop; ++i) {
         PublishBytes(**pub, SampleMessage(i));
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
       }
     });
     std::vector<std::string> args = {"record", "--out", out, "--force",
                                      "--from-oldest", "--duration", "2",
                                      "--period", "5"};
     for (const std::string& w : Where(root_)) args.push_back(w);
-    Outcome o = RunTether(args);
+    for (const std::string& e : extra) args.push_back(e);
+    Outcome o = RunTether(args, run);
     stop = true;
     publisher.join();
     return o;
@@ -168,6 +181,53 @@ TEST_F(LogCommandsTest, SigintFinishesTheFileCleanly) {
   ASSERT_TRUE(json.ok()) << info.out;
   EXPECT_TRUE(json->Find("indexed")->boolean) << "no summary after Ctrl-C";
   EXPECT_EQ(json->Find("messages")->number, 50);
+}
+
+// A FIFO given as the log is refused at once by every command that reads
+// logs, never waited on in open() until a writer comes; given as an output
+// (nobody reads it) it is refused too. Each run has a timeout, so a
+// regression fails the test (saying whether SIGTERM still stopped it)
+// instead of hanging it.
+TEST_F(LogCommandsTest, AFifoIsRefusedAtOnceNotWaitedOn) {
+  const std::string fifo = TempFile("log.fifo");
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  const RunOptions run{.timeout_s = 10};
+  shm::testing::ScopedRoot other;
+  std::vector<std::string> replay = {"replay", fifo};
+  for (const std::string& w : Where(other)) replay.push_back(w);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"log", "info", fifo},
+        {"log", "check", fifo},
+        {"log", "cat", fifo},
+        {"log", "plot", fifo, "/cli/samples.stamp", "--out",
+         TempFile("fifo.png")},
+        {"log", "recover", fifo, TempFile("fifo-fixed.mcap"), "--force"},
+        replay}) {
+    const std::string what = absl::StrJoin(args, " ");
+    const Outcome o = RunTether(args, run);
+    EXPECT_FALSE(o.timed_out)
+        << what << " blocked on the FIFO"
+        << (o.killed ? " and ignored SIGTERM" : " (SIGTERM ended it)");
+    EXPECT_EQ(o.code, 1) << what << ": " << o.err;
+    EXPECT_THAT(o.err, HasSubstr(fifo + " is not a regular file")) << what;
+  }
+  const std::string log = TempFile("fifo-src.mcap");
+  ASSERT_EQ(Record(log, 20).code, 0);
+  std::vector<std::string> record = {"record",  "--out",      fifo,
+                                     "--force", "--duration", "1"};
+  for (const std::string& w : Where(root_)) record.push_back(w);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"log", "recover", log, fifo, "--force"},
+        record}) {
+    const std::string what = absl::StrJoin(args, " ");
+    const Outcome o = RunTether(args, run);
+    EXPECT_FALSE(o.timed_out)
+        << what << " blocked on the FIFO"
+        << (o.killed ? " and ignored SIGTERM" : " (SIGTERM ended it)");
+    EXPECT_EQ(o.code, 1) << what << ": " << o.err;
+    EXPECT_THAT(o.err, HasSubstr("FIFO that nobody reads")) << what;
+  }
 }
 
 TEST(LogCommands, EveryCommandHasHelp) {
