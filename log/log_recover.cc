@@ -31,10 +31,16 @@ absl::StatusOr<RecoverReport> RecoverLog(const std::string& in,
   absl::StatusOr<std::unique_ptr<McapWriter>> created = McapWriter::Create(out, o);
   if (!created.ok()) return created.status();
   McapWriter& writer = **created;
+  // A failed recovery leaves no output: a partial OUT would look like a
+  // (smaller) recovered log.
+  auto fail = [&writer](absl::Status status) {
+    writer.Discard();
+    return status;
+  };
 
   for (const mcap::Metadata& m : reader.metadata()) {
     if (m.name == kSummaryMetadata) continue;
-    if (absl::Status s = writer.WriteMetadata(m); !s.ok()) return s;
+    if (absl::Status s = writer.WriteMetadata(m); !s.ok()) return fail(s);
   }
   std::map<uint16_t, uint16_t> channel_ids;
   std::map<uint16_t, uint16_t> schema_ids;
@@ -67,7 +73,9 @@ absl::StatusOr<RecoverReport> RecoverLog(const std::string& in,
     return channel_ids[old] = *id;
   };
   for (const auto& [id, c] : reader.channels()) {
-    if (absl::StatusOr<uint16_t> s = ensure(id); !s.ok()) return s.status();
+    if (absl::StatusOr<uint16_t> s = ensure(id); !s.ok()) {
+      return fail(s.status());
+    }
   }
 
   McapReadOptions ro;
@@ -107,7 +115,9 @@ absl::StatusOr<RecoverReport> RecoverLog(const std::string& in,
     }
     mcap::Message m = v.message;
     m.channel_id = *id;
-    if (absl::Status s = writer.WriteMessage(m, trailer); !s.ok()) return s;
+    if (absl::Status s = writer.WriteMessage(m, trailer); !s.ok()) {
+      return fail(s);
+    }
     ++report.messages;
     ++messages[topic];
     if (gap.has_value()) missed[gap->channel] += gap->missed;
@@ -138,10 +148,11 @@ absl::StatusOr<RecoverReport> RecoverLog(const std::string& in,
   for (size_t i = 0; i < report.problems.size() && i < 20; ++i) {
     summary[absl::StrCat("recovered_problem_", i)] = report.problems[i].ToString();
   }
-  if (absl::Status s = writer.WriteMetadata({kSummaryMetadata, summary}); !s.ok()) {
-    return s;
+  if (absl::Status s = writer.WriteMetadata({kSummaryMetadata, summary});
+      !s.ok()) {
+    return fail(s);
   }
-  if (absl::Status s = writer.Close(); !s.ok()) return s;
+  if (absl::Status s = writer.Close(); !s.ok()) return fail(s);
   return report;
 }
 

@@ -30,7 +30,8 @@ struct RecoverReport {
 };
 
 // Fails if IN cannot be read as MCAP at all, or OUT cannot be written
-// (AlreadyExists unless options.overwrite).
+// (AlreadyExists unless options.overwrite; a full disk). A failure after
+// OUT was created removes it again: no partial OUT is left behind.
 absl::StatusOr<RecoverReport> RecoverLog(const std::string& in,
                                          const std::string& out,
                                          const McapWriterOptions& options);

@@ -22,6 +22,13 @@ absl::Status ErrnoError(const std::string& what, int err) {
         absl::StrCat(text, " (the disk is full: free space or record to "
                            "another filesystem)"));
   }
+  if (err == EFBIG) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(text,
+                     " (the file reached the largest size this process "
+                     "or filesystem allows, see `ulimit -f`: split the "
+                     "recording or write to another filesystem)"));
+  }
   if (err == EEXIST) return absl::AlreadyExistsError(text);
   if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(text);
   if (err == ENOENT) return absl::NotFoundError(text);
@@ -60,9 +67,13 @@ absl::StatusOr<std::unique_ptr<McapWriter>> McapWriter::Create(
     return ErrnoError(absl::StrCat("cannot create ", path), err);
   }
   std::unique_ptr<McapWriter> w(new McapWriter(path, fd, options));
+  if (S_ISREG(st.st_mode)) w->made_ = FileId{st.st_dev, st.st_ino};
   std::vector<std::byte> start(mcap::kMagic, mcap::kMagic + mcap::kMagicSize);
   mcap::Append(mcap::Header{options.profile, options.library}, &start);
-  if (absl::Status s = w->WriteData(start); !s.ok()) return s;
+  if (absl::Status s = w->WriteData(start); !s.ok()) {
+    w->Discard();  // not even a header: nothing to keep
+    return s;
+  }
   return w;
 }
 
@@ -319,6 +330,21 @@ absl::Status McapWriter::WriteSummary(std::vector<std::byte>* out,
   std::memcpy(out->data() + footer_at + mcap::kFooterRecordSize - 4, &crc, 4);
   out->insert(out->end(), mcap::kMagic, mcap::kMagic + mcap::kMagicSize);
   return absl::OkStatus();
+}
+
+void McapWriter::Discard() {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+  if (!made_.has_value()) return;
+  struct stat st;
+  // Only the file this writer opened, if nobody replaced it meanwhile.
+  if (::stat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+      st.st_dev == made_->dev && st.st_ino == made_->ino) {
+    ::unlink(path_.c_str());
+  }
+  made_.reset();
 }
 
 absl::Status McapWriter::Close() {

@@ -16,6 +16,8 @@
 #ifndef TETHER_LOG_MCAP_WRITER_H_
 #define TETHER_LOG_MCAP_WRITER_H_
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -61,7 +63,8 @@ class McapWriter {
  public:
   // Creates `path` and writes the magic and header. AlreadyExists unless
   // options.overwrite; FailedPrecondition for a FIFO nobody reads (never
-  // waits for a reader); the errno text otherwise.
+  // waits for a reader); the errno text otherwise. If the header cannot be
+  // written the file is removed again.
   static absl::StatusOr<std::unique_ptr<McapWriter>> Create(
       const std::string& path, const McapWriterOptions& options);
   // Close()s the file if that was not done (errors are lost then: call
@@ -102,6 +105,12 @@ class McapWriter {
   // closing magic, and closes the file. Idempotent.
   absl::Status Close();
 
+  // Closes the file without finishing it and removes it if it is the
+  // regular file this writer created or truncated (a device or FIFO given
+  // as the path is left alone): for a caller whose output is worthless
+  // after an error (Create does it when even the header cannot be written).
+  void Discard();
+
   const std::string& path() const { return path_; }
   const McapWriterStats& stats() const { return stats_; }
   // Uncompressed bytes in the open chunk.
@@ -116,8 +125,14 @@ class McapWriter {
   absl::Status WriteSummary(std::vector<std::byte>* out, uint64_t start);
   absl::Status Fail(absl::Status status);
 
+  struct FileId {
+    dev_t dev;
+    ino_t ino;
+  };
   const std::string path_;
   int fd_;
+  // The regular file opened at Create (what Discard may remove).
+  std::optional<FileId> made_;
   const McapWriterOptions options_;
   Compressor compressor_;
   absl::Status error_;

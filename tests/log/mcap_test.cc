@@ -295,6 +295,40 @@ TEST(McapWriter, AFifoNobodyReadsIsRefusedNotWaitedOn) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
+TEST(McapWriter, AFullDeviceFailsAtCreateAndIsLeftAlone) {
+  McapWriterOptions options;
+  options.overwrite = true;
+  auto w = McapWriter::Create("/dev/full", options);
+  ASSERT_FALSE(w.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(w.status())) << w.status();
+  EXPECT_THAT(std::string(w.status().message()), HasSubstr("disk is full"));
+  struct stat st;
+  ASSERT_EQ(::stat("/dev/full", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+}
+
+// A file that cannot even take its header (a full disk) is not left behind.
+TEST(McapWriter, CreateLeavesNoFileWhenTheHeaderCannotBeWritten) {
+  const std::string path = TempPath("no-header.mcap");
+  ::unlink(path.c_str());
+  const int status = InChild([&] {
+    struct sigaction ignore = {};
+    ignore.sa_handler = SIG_IGN;
+    ::sigaction(SIGXFSZ, &ignore, nullptr);
+    const rlimit tiny{10, 10};
+    if (::setrlimit(RLIMIT_FSIZE, &tiny) != 0) return 2;
+    McapWriterOptions options;
+    options.overwrite = true;
+    auto w = McapWriter::Create(path, options);
+    if (w.ok()) return 3;
+    fprintf(stderr, "%s\n", w.status().ToString().c_str());
+    return absl::IsResourceExhausted(w.status()) ? 0 : 4;
+  });
+  ASSERT_TRUE(WIFEXITED(status)) << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_NE(::access(path.c_str(), F_OK), 0) << path << " was left behind";
+}
+
 TEST(McapReader, NotMcapIsAnErrorThatSaysSo) {
   const std::string path = TempPath("notmcap.mcap");
   WriteAll(path, Bytes("hello, this is not an MCAP file at all"));

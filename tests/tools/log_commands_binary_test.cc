@@ -230,6 +230,33 @@ TEST_F(LogCommandsTest, AFifoIsRefusedAtOnceNotWaitedOn) {
   }
 }
 
+// `log recover` onto a full disk fails and leaves no output behind (a
+// partial one would look like a smaller recovery); onto a full device it
+// fails too and leaves the device alone.
+TEST_F(LogCommandsTest, RecoverOntoAFullDiskLeavesNoOutput) {
+  const std::string file = TempFile("cli-recover-full-src.mcap");
+  ASSERT_EQ(Record(file, 100).code, 0);
+  const std::string out = TempFile("cli-recover-full.mcap");
+  // (The limit holds for the command's stderr file too: above its text.)
+  for (uint64_t limit : {uint64_t{2048}, uint64_t{8192}}) {
+    ::unlink(out.c_str());
+    const Outcome o = RunTether({"log", "recover", file, out, "--force"},
+                                {.timeout_s = 30, .file_size_limit = limit});
+    EXPECT_EQ(o.code, 1) << o.out << o.err;
+    EXPECT_THAT(o.err, HasSubstr("File too large"));
+    EXPECT_FALSE(std::filesystem::exists(out))
+        << "limit " << limit << ": left " << std::filesystem::file_size(out)
+        << " bytes in " << out;
+  }
+  const Outcome full =
+      RunTether({"log", "recover", file, "/dev/full", "--force"});
+  EXPECT_EQ(full.code, 1) << full.err;
+  EXPECT_THAT(full.err, HasSubstr("No space left on device"));
+  struct stat st;
+  ASSERT_EQ(::stat("/dev/full", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+}
+
 TEST(LogCommands, EveryCommandHasHelp) {
   for (std::vector<std::string> args :
        {std::vector<std::string>{"record", "--help"}, {"replay", "--help"},
