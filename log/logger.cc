@@ -107,6 +107,14 @@ bool Logger::failed() const { return impl_->failed.load(); }
 LoggerStats Logger::stats() const {
   const Impl& i = *impl_;
   LoggerStats s;
+  std::map<std::string, McapWriterStats::ChannelCount> written;
+  bool failed = false;
+  {
+    std::lock_guard lock(i.status_mu);
+    written = i.written;
+    failed = !i.write_error.ok();
+    s.chunks = i.chunks;
+  }
   {
     std::lock_guard lock(i.channels_mu);
     std::map<std::string, LoggerChannelStats> by_name;
@@ -119,9 +127,19 @@ LoggerStats Logger::stats() const {
       c.missed += t->missed.load(std::memory_order_relaxed);
     }
     for (auto& [name, c] : by_name) {
+      if (auto w = written.find(name); w != written.end()) {
+        c.written = w->second.messages;
+        c.written_bytes = w->second.bytes;
+      }
+      // Once the writer failed nothing more reaches the file.
+      if (failed && c.messages > c.written)
+        c.unwritten = c.messages - c.written;
       s.messages += c.messages;
       s.bytes += c.bytes;
       s.missed += c.missed;
+      s.written += c.written;
+      s.written_bytes += c.written_bytes;
+      s.unwritten += c.unwritten;
       s.channels.push_back(std::move(c));
     }
   }

@@ -70,16 +70,30 @@ struct LoggerOptions {
 struct LoggerChannelStats {
   std::string name;
   std::string type_name;
-  uint64_t messages = 0;  // recorded
-  uint64_t bytes = 0;     // payload bytes recorded
-  uint64_t missed = 0;    // lost (all reasons), recorded as gaps
+  uint64_t messages = 0;  // read from the channel to be written
+  uint64_t bytes = 0;     // their payload bytes
+  uint64_t missed = 0;    // never read (all reasons), recorded as gaps
+  // Of `messages`: in chunks that reached the files whole (what a reader of
+  // the files finds), and, once the writer failed, the rest: read from the
+  // channel but lost to the write error, in no file. Until Stop() some of
+  // `messages` are on their way (neither). After a Stop() without error,
+  // written == messages.
+  uint64_t written = 0;
+  uint64_t written_bytes = 0;
+  uint64_t unwritten = 0;
 };
 
 struct LoggerStats {
   uint64_t messages = 0;
   uint64_t bytes = 0;       // payload bytes
   uint64_t missed = 0;
-  uint64_t file_bytes = 0;  // written to files so far (all files)
+  uint64_t written = 0;  // sums of the channels' fields
+  uint64_t written_bytes = 0;
+  uint64_t unwritten = 0;
+  uint64_t chunks = 0;  // chunks that reached the files whole
+  // In the files so far (all files; while recording, counting the open
+  // chunk uncompressed).
+  uint64_t file_bytes = 0;
   uint64_t late_drains = 0; // drains that started more than a period late
   std::vector<LoggerChannelStats> channels;  // sorted by name
   std::vector<std::string> files;            // written so far

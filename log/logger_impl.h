@@ -135,6 +135,14 @@ struct Logger::Impl {
   int64_t chunk_started_ns = 0;
   std::map<uint32_t, uint64_t> file_messages, file_missed;
   std::vector<std::byte> trailer;
+  // What reached the files (messages in chunks written whole), by channel
+  // name: of the closed files (writer thread only), and of all files
+  // including the current one (guarded by status_mu, for stats()).
+  std::map<uint16_t, std::string> id_names;  // current file's channel ids
+  std::map<std::string, McapWriterStats::ChannelCount> written_closed;
+  std::map<std::string, McapWriterStats::ChannelCount> written;
+  uint64_t chunks_closed = 0;  // writer thread only
+  uint64_t chunks = 0;         // guarded by status_mu
   absl::Status write_error;  // guarded by status_mu
   mutable std::mutex status_mu;
   std::vector<std::string> files;
@@ -177,6 +185,8 @@ struct Logger::Impl {
   absl::Status EnsureChannel(uint32_t index);
   absl::Status OpenFile();
   absl::Status CloseFile();
+  // Updates `written` from the closed files and the current file's stats.
+  void PublishWritten();
   absl::Status WriteBatch(const Batch& b);
   void WriterLoop();
 };

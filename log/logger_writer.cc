@@ -52,7 +52,25 @@ absl::Status Logger::Impl::EnsureChannel(uint32_t index) {
       file->AddChannel(*schema, d->name, kCapnpEncoding, ChannelMetadata(*d));
   if (!id.ok()) return id.status();
   mcap_id[index] = *id;
+  id_names[*id] = d->name;
   return absl::OkStatus();
+}
+
+void Logger::Impl::PublishWritten() {
+  std::map<std::string, McapWriterStats::ChannelCount> now = written_closed;
+  uint64_t now_chunks = chunks_closed;
+  if (file != nullptr) {
+    now_chunks += file->stats().chunks;
+    for (const auto& [id, count] : file->stats().written) {
+      auto name = id_names.find(id);
+      if (name == id_names.end()) continue;  // the gap channel
+      now[name->second].messages += count.messages;
+      now[name->second].bytes += count.bytes;
+    }
+  }
+  std::lock_guard lock(status_mu);
+  written = std::move(now);
+  chunks = now_chunks;
 }
 
 absl::Status Logger::Impl::OpenFile() {
@@ -69,6 +87,7 @@ absl::Status Logger::Impl::OpenFile() {
     files.push_back(path);
   }
   mcap_id.clear();
+  id_names.clear();
   file_messages.clear();
   file_missed.clear();
   gap_sequence = 0;
@@ -118,7 +137,14 @@ absl::Status Logger::Impl::CloseFile() {
   absl::Status c = file->Close();
   closed_file_bytes.fetch_add(file->stats().file_bytes);
   current_file_bytes.store(0);
+  PublishWritten();
+  {
+    std::lock_guard lock(status_mu);
+    written_closed = written;
+    chunks_closed = chunks;
+  }
   file.reset();
+  id_names.clear();
   return s.ok() ? c : s;
 }
 
@@ -202,7 +228,10 @@ void Logger::Impl::WriterLoop() {
       queue.pop_front();
     }
     if (!failed.load()) {
-      if (absl::Status s = WriteBatch(*b); !s.ok()) Fail(s);
+      const absl::Status s = WriteBatch(*b);
+      // Before Fail(): whoever sees the failure sees what reached the file.
+      PublishWritten();
+      if (!s.ok()) Fail(s);
     }
     const size_t bytes = b->bytes();
     b->Clear();

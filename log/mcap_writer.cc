@@ -103,7 +103,9 @@ absl::Status McapWriter::WriteData(std::span<const std::byte> bytes,
     const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return Fail(ErrnoError(absl::StrCat("writing ", path_), errno));
+      const int err = errno;
+      stats_.file_bytes = offset_ + done;  // the part that did land
+      return Fail(ErrnoError(absl::StrCat("writing ", path_), err));
     }
     done += static_cast<size_t>(n);
   }
@@ -192,6 +194,7 @@ absl::Status McapWriter::WriteMessage(const mcap::Message& message,
   }
   chunk_index_[message.channel_id].emplace_back(message.log_time,
                                                 chunk_.size());
+  chunk_payload_[message.channel_id] += message.data.size();
   mcap::Append(message, &chunk_);
   if (!trailer.empty()) chunk_.insert(chunk_.end(), trailer.begin(), trailer.end());
   ++chunk_messages_;
@@ -251,6 +254,16 @@ absl::Status McapWriter::FlushChunk() {
   index.chunk_length = scratch_.size() + records.size();
   if (absl::Status s = WriteData(scratch_); !s.ok()) return s;
   if (absl::Status s = WriteData(records, payload_crc); !s.ok()) return s;
+  // The chunk is in the file: its messages are readable from here on.
+  stats_.uncompressed_bytes += chunk_.size();
+  stats_.compressed_bytes += records.size();
+  ++stats_.chunks;
+  for (const auto& [channel, entries] : chunk_index_) {
+    McapWriterStats::ChannelCount& c = stats_.written[channel];
+    c.messages += entries.size();
+    c.bytes += chunk_payload_[channel];
+    stats_.written_messages += entries.size();
+  }
 
   scratch_.clear();
   uint64_t at = offset_;
@@ -266,12 +279,10 @@ absl::Status McapWriter::FlushChunk() {
   index.message_index_length = scratch_.size();
   if (absl::Status s = WriteData(scratch_); !s.ok()) return s;
 
-  stats_.uncompressed_bytes += chunk_.size();
-  stats_.compressed_bytes += records.size();
-  ++stats_.chunks;
   chunk_indexes_.push_back(std::move(index));
   chunk_.clear();
   chunk_index_.clear();
+  chunk_payload_.clear();
   chunk_messages_ = 0;
   return absl::OkStatus();
 }

@@ -51,12 +51,25 @@ struct McapWriterOptions {
 };
 
 struct McapWriterStats {
-  uint64_t messages = 0;
+  uint64_t messages = 0;  // given to WriteMessage
+  // Chunks whose record reached the file whole (counted before their
+  // message indexes are written: a reader finds such a chunk by scanning
+  // even when a later write failed).
   uint64_t chunks = 0;
-  // Records put into chunks, before / after compression (closed chunks).
+  // Records put into those chunks, before / after compression.
   uint64_t uncompressed_bytes = 0;
   uint64_t compressed_bytes = 0;
-  uint64_t file_bytes = 0;  // written to the file so far
+  // In the file so far, including the part of a write that failed midway.
+  uint64_t file_bytes = 0;
+  // The messages of those chunks: what reached the file, per channel id
+  // (payload bytes with them). After a write error, messages - written
+  // messages were accepted but are in no chunk of the file.
+  struct ChannelCount {
+    uint64_t messages = 0;
+    uint64_t bytes = 0;
+  };
+  uint64_t written_messages = 0;
+  std::map<uint16_t, ChannelCount> written;
 };
 
 class McapWriter {
@@ -148,6 +161,7 @@ class McapWriter {
   // The open chunk.
   std::vector<std::byte> chunk_;
   std::map<uint16_t, std::vector<std::pair<uint64_t, uint64_t>>> chunk_index_;
+  std::map<uint16_t, uint64_t> chunk_payload_;  // message bytes per channel
   uint64_t chunk_start_time_ = 0;
   uint64_t chunk_end_time_ = 0;
   uint64_t chunk_messages_ = 0;

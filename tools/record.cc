@@ -222,32 +222,56 @@ int RunRecordCommand(const ParsedArgs& args, std::ostream& out,
   const log::LoggerStats s = (*logger)->stats();
   const double elapsed =
       std::chrono::duration<double>(Clock::now() - start).count();
+  // What the files hold: messages of chunks that reached them whole. Those
+  // read but lost to a write error are counted apart (UNWRITTEN).
+  const bool lost = s.unwritten > 0 || !stopped.ok();
   size_t w = 7, tw = 4;
   for (const log::LoggerChannelStats& c : s.channels) {
     w = std::max(w, c.name.size());
     tw = std::max(tw, c.type_name.size());
   }
-  out << absl::StrFormat("%-*s  %-*s  %10s  %10s  %8s\n", w, "CHANNEL", tw,
-                         "TYPE", "MESSAGES", "BYTES", "MISSED");
+  out << absl::StrFormat("%-*s  %-*s  %10s  %10s  %8s%s\n", w, "CHANNEL", tw,
+                         "TYPE", "MESSAGES", "BYTES", "MISSED",
+                         lost ? "   UNWRITTEN" : "");
   for (const log::LoggerChannelStats& c : s.channels) {
-    out << absl::StrFormat("%-*s  %-*s  %10u  %10s  %8u\n", w, c.name, tw,
-                           c.type_name, c.messages, Megabytes(c.bytes),
-                           c.missed);
+    out << absl::StrFormat(
+        "%-*s  %-*s  %10u  %10s  %8u%s\n", w, c.name, tw, c.type_name,
+        c.written, Megabytes(c.written_bytes), c.missed,
+        lost ? absl::StrFormat("  %10u", c.unwritten) : std::string());
   }
   out << absl::StrFormat(
-      "recorded %u messages (%s) in %.1f s into %s (%s on disk)\n", s.messages,
-      Megabytes(s.bytes), elapsed, absl::StrJoin(s.files, ", "),
-      Megabytes(s.file_bytes));
+      "recorded %u messages (%s%s) in %.1f s into %s (%s on disk)\n", s.written,
+      Megabytes(s.written_bytes),
+      lost ? absl::StrFormat(", in %u whole chunks", s.chunks) : "", elapsed,
+      absl::StrJoin(s.files, ", "), Megabytes(s.file_bytes));
+  if (s.unwritten > 0) {
+    out << absl::StrFormat(
+        "LOST %u messages to the write error: read from the channels but in "
+        "no file (UNWRITTEN above)\n",
+        s.unwritten);
+  }
   if (s.missed > 0) {
     out << absl::StrFormat(
-        "missed %u messages; each loss is recorded in the log "
-        "(/tether/log/gaps; see tether log info)\n",
-        s.missed);
+        "missed %u messages; %s (/tether/log/gaps; see "
+        "tether log info)\n",
+        s.missed,
+        lost ? "the loss records written before the error "
+               "are in the log"
+             : "each loss is recorded in the log");
   }
   if (!stopped.ok()) {
     err << cmd << ": " << stopped.message() << "\n";
-    err << cmd << ": what was written before the error is readable; "
-        << "`tether log recover` makes a complete copy\n";
+    const std::string& last = s.files.empty() ? options.path : s.files.back();
+    if (s.written > 0) {
+      err << cmd << ": the " << s.written << " messages recorded above are "
+          << "readable in " << absl::StrJoin(s.files, ", ") << " as "
+          << (s.files.size() > 1 ? "they are" : "it is") << "; `tether log "
+          << "recover " << last << " FIXED.mcap` makes a complete copy"
+          << (s.files.size() > 1 ? " of the last" : "") << "\n";
+    } else {
+      err << cmd << ": no recorded message reached " << last
+          << " before the error: it holds none\n";
+    }
     return kExitFailure;
   }
   return kExitOk;

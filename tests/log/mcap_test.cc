@@ -307,6 +307,68 @@ TEST(McapWriter, AFullDeviceFailsAtCreateAndIsLeftAlone) {
   EXPECT_TRUE(S_ISCHR(st.st_mode));
 }
 
+// A write that fails midway (a filesystem filling up; here RLIMIT_FSIZE in a
+// child process) leaves the chunks written before it readable: stats()
+// counts exactly the messages a reader finds there, per channel, apart from
+// those accepted but lost, and file_bytes is the file's size.
+TEST(McapWriter, AfterAWriteErrorWrittenCountsWhatAReaderFinds) {
+  const std::string path = TempPath("efbig.mcap");
+  const int status = InChild([&] {
+    struct sigaction ignore = {};
+    ignore.sa_handler = SIG_IGN;
+    ::sigaction(SIGXFSZ, &ignore, nullptr);
+    const rlimit limit{20000, 20000};
+    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) return 2;
+    McapWriterOptions options;
+    options.overwrite = true;
+    options.compression = Compression::kNone;
+    options.chunk_size = 3000;
+    auto w = McapWriter::Create(path, options);
+    if (!w.ok()) return 3;
+    auto a = (*w)->AddChannel(0, "/a", "raw", {});
+    auto b = (*w)->AddChannel(0, "/b", "raw", {});
+    if (!a.ok() || !b.ok()) return 4;
+    absl::Status s;
+    uint64_t accepted = 0;
+    for (int i = 0; s.ok() && i < 10000; ++i) {
+      const std::vector<std::byte> data = Bytes(std::string(50 + i % 70, 'd'));
+      s = (*w)->WriteMessage({i % 3 == 0 ? *b : *a, static_cast<uint32_t>(i),
+                              1000u + i, 1000u + i, data});
+      accepted += s.ok();
+    }
+    if (s.ok() || (*w)->Close().ok()) return 5;
+    const McapWriterStats stats = (*w)->stats();
+    auto r = McapReader::Open(path);
+    if (!r.ok()) return 6;
+    std::map<uint16_t, McapWriterStats::ChannelCount> found;
+    for (const Written& m : ReadBack(**r)) {
+      ++found[m.channel].messages;
+      found[m.channel].bytes += m.data.size();
+    }
+    struct stat st;
+    ::stat(path.c_str(), &st);
+    bool ok = stats.written_messages > 0 && stats.written_messages < accepted &&
+              stats.messages == accepted &&
+              stats.file_bytes == static_cast<uint64_t>(st.st_size) &&
+              found.size() == stats.written.size();
+    uint64_t sum = 0;
+    for (const auto& [channel, count] : stats.written) {
+      ok = ok && found[channel].messages == count.messages &&
+           found[channel].bytes == count.bytes;
+      sum += count.messages;
+    }
+    ok = ok && sum == stats.written_messages;
+    fprintf(stderr,
+            "accepted %lu, written %lu in %lu chunks, %lu bytes "
+            "(file %ld)\n",
+            accepted, stats.written_messages, stats.chunks, stats.file_bytes,
+            static_cast<long>(st.st_size));
+    return ok ? 0 : 1;
+  });
+  ASSERT_TRUE(WIFEXITED(status)) << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
 // A file that cannot even take its header (a full disk) is not left behind.
 TEST(McapWriter, CreateLeavesNoFileWhenTheHeaderCannotBeWritten) {
   const std::string path = TempPath("no-header.mcap");

@@ -22,6 +22,8 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "log/mcap_format.h"
+#include "log/mcap_reader.h"
 #include "tests/log/log_test_util.h"
 #include "tests/shm/shm_test_util.h"
 #include "tests/tools/json_test_parser.h"
@@ -228,6 +230,89 @@ TEST_F(LogCommandsTest, AFifoIsRefusedAtOnceNotWaitedOn) {
     EXPECT_EQ(o.code, 1) << what << ": " << o.err;
     EXPECT_THAT(o.err, HasSubstr("FIFO that nobody reads")) << what;
   }
+}
+
+// The recorder's summary for a channel: MESSAGES (in the file), MISSED and,
+// after a write error, UNWRITTEN.
+struct SummaryRow {
+  uint64_t written = 0, missed = 0, unwritten = 0;
+  bool has_unwritten = false;
+};
+bool ParseSummaryRow(const std::string& out, const std::string& channel,
+                     SummaryRow* row) {
+  std::smatch m;
+  const std::regex re(channel +
+                      R"(\s+\S+\s+(\d+)\s+[0-9.]+ MB\s+(\d+)( +(\d+))?\n)");
+  if (!std::regex_search(out, m, re)) return false;
+  row->written = std::stoull(m[1]);
+  row->missed = std::stoull(m[2]);
+  row->has_unwritten = m[4].matched;
+  row->unwritten = row->has_unwritten ? std::stoull(m[4]) : 0;
+  return true;
+}
+
+uint64_t LogInfoMessages(const std::string& file) {
+  const Outcome info = RunTether({"log", "info", file, "--json"});
+  absl::StatusOr<JsonValue> json = ParseJson(info.out);
+  EXPECT_TRUE(json.ok()) << info.out << info.err;
+  return json.ok() ? static_cast<uint64_t>(json->Find("messages")->number) : 0;
+}
+
+// A full disk (here a file size limit: a write fails after what fits, as
+// when a filesystem fills up): the summary counts the messages in the
+// file's whole chunks, what `log info` finds there, apart from those read
+// but lost to the error (UNWRITTEN), says the file's true size, and calls
+// readable only what is.
+TEST_F(LogCommandsTest, AWriteErrorIsCountedApartFromWhatReachedTheFile) {
+  const std::vector<std::string> small_chunks = {"--compression", "none",
+                                                 "--chunk-size", "32"};
+  const std::string file = TempFile("cli-full.mcap");
+  const Outcome rec =
+      Record(file, 1000, small_chunks,
+             {.timeout_s = 30, .file_size_limit = 150'000}, /*pause_us=*/200);
+  ASSERT_FALSE(rec.timed_out);
+  EXPECT_EQ(rec.code, 1) << rec.out << rec.err;
+  EXPECT_THAT(rec.err, HasSubstr("File too large"));
+  SummaryRow row;
+  ASSERT_TRUE(ParseSummaryRow(rec.out, "/cli/samples", &row)) << rec.out;
+  ASSERT_TRUE(row.has_unwritten) << rec.out;
+  EXPECT_GT(row.written, 0u) << rec.out;
+  EXPECT_GT(row.unwritten, 0u) << rec.out;
+  EXPECT_LE(row.written + row.unwritten + row.missed, 1000u) << rec.out;
+  EXPECT_THAT(rec.out,
+              HasSubstr(absl::StrCat("recorded ", row.written, " messages")));
+  EXPECT_THAT(rec.out, HasSubstr(absl::StrCat("LOST ", row.unwritten,
+                                              " messages to the write error")));
+  EXPECT_EQ(LogInfoMessages(file), row.written) << rec.out;
+  const uint64_t size = std::filesystem::file_size(file);
+  EXPECT_THAT(rec.out,
+              HasSubstr(absl::StrFormat("(%.2f MB on disk)", size / 1e6)));
+  EXPECT_THAT(rec.err, HasSubstr("readable in " + file));
+  EXPECT_THAT(rec.err, HasSubstr("tether log recover " + file));
+
+  // A limit that the first chunk does not fit under: nothing recorded, and
+  // no claim that anything is readable.
+  const std::string good = TempFile("cli-full-good.mcap");
+  ASSERT_EQ(Record(good, 50, small_chunks).code, 0);
+  uint64_t first_chunk = 0;
+  {
+    auto reader = log::McapReader::Open(good);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    ASSERT_FALSE((*reader)->chunk_indexes().empty());
+    first_chunk = (*reader)->chunk_indexes()[0].chunk_start_offset;
+  }
+  const std::string empty = TempFile("cli-full-empty.mcap");
+  const Outcome none =
+      Record(empty, 1000, small_chunks,
+             {.timeout_s = 30, .file_size_limit = first_chunk + 4000}, 200);
+  EXPECT_EQ(none.code, 1) << none.out << none.err;
+  ASSERT_TRUE(ParseSummaryRow(none.out, "/cli/samples", &row)) << none.out;
+  EXPECT_EQ(row.written, 0u) << none.out;
+  EXPECT_GT(row.unwritten, 0u) << none.out;
+  EXPECT_THAT(none.out, HasSubstr("recorded 0 messages"));
+  EXPECT_THAT(none.err, HasSubstr("no recorded message reached " + empty));
+  EXPECT_THAT(none.err, Not(HasSubstr("readable")));
+  EXPECT_EQ(LogInfoMessages(empty), 0u);
 }
 
 // `log recover` onto a full disk fails and leaves no output behind (a
