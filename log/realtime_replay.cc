@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -20,12 +21,36 @@ int64_t MonotonicNow() {
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
+// Time arithmetic that saturates instead of wrapping: a slow rate over a
+// long stretch of log (or a log's wild send times) must put a message far
+// in the future, never wrap it into the past (due at once).
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t r;
+  if (!__builtin_add_overflow(a, b, &r)) return r;
+  return b > 0 ? std::numeric_limits<int64_t>::max()
+               : std::numeric_limits<int64_t>::min();
+}
+int64_t SaturatingSub(int64_t a, int64_t b) {
+  int64_t r;
+  if (!__builtin_sub_overflow(a, b, &r)) return r;
+  return b < 0 ? std::numeric_limits<int64_t>::max()
+               : std::numeric_limits<int64_t>::min();
+}
+int64_t Saturate(double v) {
+  // 2^63 is exact as a double; anything at or past it does not fit.
+  if (v >= 9223372036854775808.0) return std::numeric_limits<int64_t>::max();
+  if (v <= -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(v);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RealtimeReplay>> RealtimeReplay::Create(
     const std::string& path, const RealtimeReplayOptions& options) {
-  if (!(options.rate > 0) || !std::isfinite(options.rate)) {
-    return absl::InvalidArgumentError("the rate must be a number > 0");
+  if (!(options.rate >= kMinReplayRate && options.rate <= kMaxReplayRate)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the rate ", options.rate, " is out of range: it must be from ",
+        kMinReplayRate, " to ", kMaxReplayRate));
   }
   std::unique_ptr<RealtimeReplay> r(new RealtimeReplay());
   r->options_ = options;
@@ -153,11 +178,14 @@ void RealtimeReplay::Step() {
 }
 
 void RealtimeReplay::SetRate(double rate) {
-  if (!(rate > 0) || !std::isfinite(rate)) return;
+  if (std::isnan(rate)) return;
+  rate = std::clamp(rate, kMinReplayRate, kMaxReplayRate);
   std::lock_guard lock(mu_);
   // Re-anchor at the current position so the change applies from now.
   const int64_t now = MonotonicNow();
-  anchor_log_ = anchor_log_ + static_cast<int64_t>((now - anchor_wall_) * rate_);
+  const double played =
+      static_cast<double>(SaturatingSub(now, anchor_wall_)) * rate_;
+  anchor_log_ = SaturatingAdd(anchor_log_, Saturate(played));
   anchor_wall_ = now;
   rate_ = rate;
   progress_.rate = rate;
@@ -212,8 +240,9 @@ bool RealtimeReplay::WaitUntilDue(int64_t t, const std::function<bool()>& stop) 
       anchor_wall_ = MonotonicNow();
       was_paused = false;
     }
-    const int64_t due =
-        anchor_wall_ + static_cast<int64_t>((t - anchor_log_) / rate_);
+    const int64_t due = SaturatingAdd(
+        anchor_wall_,
+        Saturate(static_cast<double>(SaturatingSub(t, anchor_log_)) / rate_));
     const int64_t now = MonotonicNow();
     if (due <= now) return true;
     const int64_t wait = std::min<int64_t>(due - now, 50'000'000);

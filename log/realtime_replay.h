@@ -35,13 +35,18 @@
 
 namespace tether::log {
 
+// The rates a replay takes (options.rate, SetRate): up to a million times
+// slower or faster than the log was recorded.
+inline constexpr double kMinReplayRate = 1e-6;
+inline constexpr double kMaxReplayRate = 1e6;
+
 struct RealtimeReplayOptions {
   shm::ChannelOptions channels;
   // Logged channel names or globs to replay (empty: all replayable).
   std::vector<std::string> select;
   // Logged name -> name to publish on.
   std::vector<std::pair<std::string, std::string>> remaps;
-  double rate = 1.0;  // 2 = twice as fast
+  double rate = 1.0;  // 2 = twice as fast; kMinReplayRate..kMaxReplayRate
   // Seconds from the log's first message.
   std::optional<double> start_s;
   std::optional<double> end_s;
@@ -91,8 +96,9 @@ struct ReplayedChannel {
 class RealtimeReplay {
  public:
   // Opens the log and prepares every channel and publisher. Errors say what
-  // to do: a channel that exists with another shape (remove it, or remap),
-  // a channel with no free publisher slot (its publishers are running).
+  // to do: a rate outside kMinReplayRate..kMaxReplayRate, a channel that exists
+  // with another shape (remove it, or remap), a channel with no free publisher
+  // slot (its publishers are running).
   static absl::StatusOr<std::unique_ptr<RealtimeReplay>> Create(
       const std::string& path, const RealtimeReplayOptions& options);
   ~RealtimeReplay();
@@ -112,6 +118,7 @@ class RealtimeReplay {
   void TogglePause();
   // While paused: publish the next message now and stay paused.
   void Step();
+  // Clamped to kMinReplayRate..kMaxReplayRate; NaN is ignored.
   void SetRate(double rate);
 
   ReplayProgress progress() const;

@@ -106,10 +106,30 @@ bool ParseCountOption(const ParsedArgs& args, const char* command,
 bool ParsePositiveOption(const ParsedArgs& args, const char* command,
                          const char* name, double* out, std::ostream& err) {
   if (!absl::SimpleAtod(args.Option(name), out) || !std::isfinite(*out) ||
-      *out <= 0 || *out > 1e9) {
+      *out <= 0) {
     err << command << ": --" << name << " " << args.Option(name)
         << " is not a number above 0 and at most 1e9; see " << command
         << " --help\n";
+    return false;
+  }
+  if (*out > 1e9) {
+    err << command << ": --" << name << " " << args.Option(name)
+        << " is too large (at most 1e9); see " << command << " --help\n";
+    return false;
+  }
+  return true;
+}
+
+bool ParseRangeOption(const ParsedArgs& args, const char* command,
+                      const char* name, double min, double max, double* out,
+                      std::ostream& err) {
+  const bool number =
+      absl::SimpleAtod(args.Option(name), out) && !std::isnan(*out);
+  if (!number || *out < min || *out > max) {
+    err << command << ": --" << name << " " << args.Option(name)
+        << (number ? " is out of range" : " is not a number")
+        << ": give a number from " << min << " to " << max << "; see "
+        << command << " --help\n";
     return false;
   }
   return true;

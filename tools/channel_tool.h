@@ -53,9 +53,14 @@ absl::StatusOr<TypedChannel> OpenTypedChannel(
 // return false on a bad value.
 bool ParseCountOption(const ParsedArgs& args, const char* command,
                       const char* name, uint64_t* out, std::ostream& err);
-// A finite number > 0 (rates in Hz, seconds).
+// A finite number > 0 and at most 1e9 (rates in Hz, seconds).
 bool ParsePositiveOption(const ParsedArgs& args, const char* command,
                          const char* name, double* out, std::ostream& err);
+
+// A number in [min, max]; the error gives the range.
+bool ParseRangeOption(const ParsedArgs& args, const char* command,
+                      const char* name, double min, double max, double* out,
+                      std::ostream& err);
 
 // A finite number of seconds >= 0 (positions in a log).
 bool ParseSecondsOption(const ParsedArgs& args, const char* command,

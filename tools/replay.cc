@@ -91,7 +91,9 @@ ArgParser ReplayParser() {
   parser.AddPositional("file", "the MCAP log");
   parser.AddPositionalList("remap", "/logged/name:=/new/name renamings");
   AddRootInstanceOptions(parser);
-  parser.AddOption("rate", "R", "speed factor (2 = twice as fast)", "1");
+  parser.AddOption("rate", "R",
+                   "speed factor (2 = twice as fast), from 1e-06 to 1e+06",
+                   "1");
   parser.AddOption("start", "SECONDS", "start this far into the log");
   parser.AddOption("end", "SECONDS", "stop this far into the log");
   parser.AddOption("channels", "LIST",
@@ -125,7 +127,8 @@ int RunReplayCommand(const ParsedArgs& args, std::ostream& out,
     }
     options.remaps.push_back(*remap);
   }
-  if (!ParsePositiveOption(args, cmd, "rate", &options.rate, err)) {
+  if (!ParseRangeOption(args, cmd, "rate", log::kMinReplayRate,
+                        log::kMaxReplayRate, &options.rate, err)) {
     return kExitUsage;
   }
   if (!ParseStartEndOptions(args, cmd, &options.start_s, &options.end_s, err)) {

@@ -4,6 +4,8 @@
 // looping with increasing times; pause and step.
 #include "log/realtime_replay.h"
 
+#include <time.h>
+
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -299,6 +301,75 @@ TEST(RealtimeReplayMalformed, SkipsAndCountsMessagesThatFailTheCheck) {
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_EQ(got[i].data, ScalarsMessage(static_cast<int>(2 * i + 1)));
   }
+}
+
+TEST_F(RealtimeReplayTest, RatesOutsideTheRangeAreRefusedAndControlsClamp) {
+  for (double rate : {1e-20, 1e-7, 0.0, -1.0, 2e6, 1e300}) {
+    RealtimeReplayOptions o = Options();
+    o.rate = rate;
+    auto replay = RealtimeReplay::Create(*path_, o);
+    ASSERT_FALSE(replay.ok()) << rate;
+    EXPECT_THAT(std::string(replay.status().message()),
+                HasSubstr("is out of range: it must be from 1e-06 to 1e+06"));
+  }
+  RealtimeReplayOptions o = Options();
+  o.rate = kMinReplayRate;
+  auto replay = RealtimeReplay::Create(*path_, o);
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  (*replay)->SetRate(1e-30);
+  EXPECT_EQ((*replay)->progress().rate, kMinReplayRate);
+  (*replay)->SetRate(1e30);
+  EXPECT_EQ((*replay)->progress().rate, kMaxReplayRate);
+}
+
+// At the slowest rate, a pause of 10^4 s in the log puts the next message
+// 10^19 ns away: more than int64 holds. The delay saturates (the message
+// waits) instead of wrapping into the past (which published it at once).
+TEST(RealtimeReplaySlow, ALongPauseAtTheSlowestRateWaitsInsteadOfWrapping) {
+  const std::string path = TempFile("replay-long-pause.mcap");
+  {
+    shm::testing::ScopedRoot root;
+    transport::SchemaRegistry schemas;
+    RegisterTestTypes(schemas);
+    auto a = MakeChannel(root.options(), schemas, "/a", kScalarsType,
+                         {.max_size = 128, .depth = 8});
+    LoggerOptions o;
+    o.channels = root.options();
+    o.path = path;
+    o.overwrite = true;
+    o.from_oldest = true;
+    auto logger = Logger::Start(o);
+    ASSERT_TRUE(logger.ok()) << logger.status();
+    auto pub = transport::RawPublisher::Create(a.get());
+    // From now (the reader maps send times onto receive times), then 10^4 s
+    // later.
+    timespec mono, real;
+    ::clock_gettime(CLOCK_MONOTONIC, &mono);
+    ::clock_gettime(CLOCK_REALTIME, &real);
+    for (int i = 0; i < 2; ++i) {
+      const uint64_t pause = static_cast<uint64_t>(i) * 10'000'000'000'000;
+      transport::SendTimes times;
+      times.monotonic_ns =
+          mono.tv_sec * 1'000'000'000ull + mono.tv_nsec + pause;
+      times.realtime_ns = real.tv_sec * 1'000'000'000ull + real.tv_nsec + pause;
+      PublishBytes(**pub, ScalarsMessage(i), &times);
+    }
+    ASSERT_TRUE(WaitFor([&] { return (*logger)->stats().messages == 2; }));
+    ASSERT_TRUE((*logger)->Stop().ok());
+  }
+  shm::testing::ScopedRoot into;
+  RealtimeReplayOptions o;
+  o.channels = into.options();
+  o.rate = kMinReplayRate;
+  auto replay = RealtimeReplay::Create(path, o);
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  ASSERT_TRUE(
+      (*replay)
+          ->Run([&] { return std::chrono::steady_clock::now() > until; })
+          .ok());
+  EXPECT_EQ((*replay)->progress().messages, 1u)
+      << "the second message is due in 10^19 ns, not now";
 }
 
 TEST(ParseRemap, AcceptsOnlyAbsoluteNames) {

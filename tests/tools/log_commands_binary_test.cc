@@ -315,6 +315,22 @@ TEST_F(LogCommandsTest, AWriteErrorIsCountedApartFromWhatReachedTheFile) {
   EXPECT_EQ(LogInfoMessages(empty), 0u);
 }
 
+// --rate outside the range a replay can time (its delays would overflow)
+// is refused with the range, also for numbers > 0 that are too large.
+TEST(LogCommands, ReplayRefusesRatesOutsideItsRangeAndSaysTheRange) {
+  for (const char* rate :
+       {"1e-20", "1e-300", "1e-7", "1e12", "1e300", "0", "-1", "inf", "nan"}) {
+    const Outcome o =
+        RunTether({"replay", "/nonexistent.mcap", "--rate", rate});
+    EXPECT_EQ(o.code, 2) << rate << ": " << o.err;
+    EXPECT_THAT(o.err, HasSubstr(absl::StrCat("--rate ", rate, " is ")));
+    EXPECT_THAT(o.err, HasSubstr("from 1e-06 to 1e+06")) << o.err;
+  }
+  const Outcome o = RunTether({"replay", "/nonexistent.mcap", "--rate", "x"});
+  EXPECT_EQ(o.code, 2);
+  EXPECT_THAT(o.err, HasSubstr("--rate x is not a number"));
+}
+
 // `log recover` onto a full disk fails and leaves no output behind (a
 // partial one would look like a smaller recovery); onto a full device it
 // fails too and leaves the device alone.
