@@ -69,6 +69,19 @@ absl::Status RealtimeReplay::Prepare(const std::string& path) {
   absl::StatusOr<std::unique_ptr<LogReader>> reader = LogReader::Open(path);
   if (!reader.ok()) return reader.status();
   reader_ = std::move(*reader);
+  // Damage found on opening (a cut file, a missing or broken summary): Run's
+  // cursor reports only what it meets itself.
+  for (const McapProblem& p : reader_->mcap().problems()) {
+    notes_.push_back(absl::StrCat("damaged log: ", p.ToString()));
+  }
+  if (!reader_->mcap().footer().has_value()) {
+    notes_.push_back(absl::StrCat(
+        path,
+        " is truncated (its recorder was killed or the copy is cut "
+        "short): what comes before the cut is replayed, every intact "
+        "chunk; `tether log recover ",
+        path, " FIXED.mcap` rewrites it complete"));
+  }
   absl::StatusOr<std::vector<ReplayChannel>> plan =
       PlanReplay(*reader_, options_.select, options_.remaps, &notes_);
   if (!plan.ok()) return plan.status();

@@ -331,6 +331,37 @@ TEST(LogCommands, ReplayRefusesRatesOutsideItsRangeAndSaysTheRange) {
   EXPECT_THAT(o.err, HasSubstr("--rate x is not a number"));
 }
 
+// A replay of a cut log (a killed recorder's, a truncated copy) says that
+// it is cut short and how to recover it, even with --quiet; a whole log's
+// does not.
+TEST_F(LogCommandsTest, ReplayOfATruncatedLogSaysSoAndHowToRecover) {
+  const std::string file = TempFile("cli-replay-cut-src.mcap");
+  // Small chunks: the cut keeps whole ones, which are replayed.
+  ASSERT_EQ(Record(file, 300, {"--chunk-size", "8"}).code, 0);
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::string cut = TempFile("cli-replay-cut.mcap");
+  std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() * 2 / 3);
+  for (const std::string& log : {file, cut}) {
+    shm::testing::ScopedRoot other;
+    std::vector<std::string> args = {"replay", log, "--rate", "20", "--quiet"};
+    for (const std::string& w : Where(other)) args.push_back(w);
+    const Outcome o = RunTether(args, {.timeout_s = 60});
+    ASSERT_EQ(o.code, 0) << o.err;
+    EXPECT_THAT(o.out, HasSubstr("replayed "));
+    if (log == cut) {
+      EXPECT_THAT(o.out, Not(HasSubstr("replayed 0 messages")));
+      EXPECT_THAT(o.err, HasSubstr(cut + " is truncated"));
+      EXPECT_THAT(o.err, HasSubstr("`tether log recover " + cut));
+    } else {
+      EXPECT_THAT(o.err, Not(HasSubstr("truncated"))) << o.err;
+    }
+  }
+}
+
 // `log recover` onto a full disk fails and leaves no output behind (a
 // partial one would look like a smaller recovery); onto a full device it
 // fails too and leaves the device alone.
