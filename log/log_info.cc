@@ -46,7 +46,8 @@ std::string WallClock(int64_t realtime_ns) {
 
 }  // namespace
 
-absl::StatusOr<LogInfo> ComputeLogInfo(const std::string& path) {
+absl::StatusOr<LogInfo> ComputeLogInfo(const std::string& path,
+                                       const LogInfoOptions& options) {
   absl::StatusOr<std::unique_ptr<LogReader>> opened = LogReader::Open(path);
   if (!opened.ok()) return opened.status();
   LogReader& reader = **opened;
@@ -69,6 +70,7 @@ absl::StatusOr<LogInfo> ComputeLogInfo(const std::string& path) {
   {
     // One pass in file order (no reordering needed for totals).
     McapReadOptions o;
+    o.force_scan = options.scan;
     std::unique_ptr<McapMessageIterator> it = reader.mcap().Messages(o);
     McapMessageView v;
     const LogChannel* gap = reader.FindChannel(kGapChannel);
@@ -122,7 +124,7 @@ absl::StatusOr<LogInfo> ComputeLogInfo(const std::string& path) {
   }
   info.start_realtime_ns = first_realtime;
   std::set<std::string> compressions;
-  if (mcap.indexed()) {
+  if (mcap.indexed() && !options.scan) {
     for (const mcap::ChunkIndex& c : mcap.chunk_indexes()) {
       info.uncompressed_bytes += c.uncompressed_size;
       info.compressed_bytes += c.compressed_size;

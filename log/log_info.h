@@ -50,7 +50,14 @@ struct LogInfo {
   }
 };
 
-absl::StatusOr<LogInfo> ComputeLogInfo(const std::string& path);
+struct LogInfoOptions {
+  // Read the data section by scanning, even when the summary is intact (a
+  // chunk index that points at the wrong place loses nothing then).
+  bool scan = false;
+};
+
+absl::StatusOr<LogInfo> ComputeLogInfo(const std::string& path,
+                                       const LogInfoOptions& options = {});
 
 // A few lines and a table for people.
 std::string FormatLogInfo(const LogInfo& info);

@@ -406,7 +406,9 @@ bool McapMessageIterator::LoadNextIndexedChunk() {
       problems_.push_back(
           {c.chunk_start_offset,
            "the chunk index points at something that is not a chunk of "
-           "the indexed length; its messages are lost (try --scan)"});
+           "the indexed length; its messages are lost to this indexed read "
+           "(`tether log info --scan` and `tether log cat --scan` read the "
+           "file by scanning, `tether log recover` rewrites its index)"});
       continue;
     }
     absl::StatusOr<mcap::Chunk> chunk = mcap::ParseChunk(rec.content);

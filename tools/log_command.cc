@@ -57,11 +57,17 @@ ArgParser InfoParser() {
               "while reading is listed with file offsets.");
   p.AddPositional("file", "the MCAP log");
   p.AddFlag("json", "print one JSON object");
+  p.AddFlag("scan",
+            "read the data section by scanning, not through the "
+            "summary's chunk indexes (when an index is damaged)");
   return p;
 }
 
 int RunInfo(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
-  absl::StatusOr<log::LogInfo> info = log::ComputeLogInfo(args.Positional("file"));
+  log::LogInfoOptions options;
+  options.scan = args.Flag("scan");
+  absl::StatusOr<log::LogInfo> info =
+      log::ComputeLogInfo(args.Positional("file"), options);
   if (!info.ok()) {
     err << "tether log info: " << info.status().message() << "\n";
     return kExitFailure;
@@ -86,6 +92,9 @@ ArgParser CatParser() {
   p.AddOption("count", "N", "stop after N messages");
   p.AddFlag("json", "one JSON object per message, with send/receive times, "
                     "queue index and publisher");
+  p.AddFlag("scan",
+            "read the data section by scanning, not through the "
+            "summary's chunk indexes (when an index is damaged)");
   return p;
 }
 
@@ -117,6 +126,7 @@ int RunCat(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     return kExitUsage;
   }
   const bool json = args.Flag("json");
+  o.force_scan = args.Flag("scan");
   std::unique_ptr<log::LogCursor> cursor = r.Read(o);
   log::LogMessage m;
   uint64_t printed = 0;

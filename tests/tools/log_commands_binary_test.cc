@@ -362,6 +362,67 @@ TEST_F(LogCommandsTest, ReplayOfATruncatedLogSaysSoAndHowToRecover) {
   }
 }
 
+// Points the first chunk index of `path` one byte past its chunk and zeroes
+// the footer's summary CRC (0: not checked): the summary stays usable but
+// indexes something that is not a chunk.
+void MisindexFirstChunk(const std::string& path) {
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto reader = log::McapReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  ASSERT_TRUE((*reader)->indexed());
+  ASSERT_GE((*reader)->chunk_indexes().size(), 2u);
+  const uint64_t summary = (*reader)->footer()->summary_start;
+  std::byte* data = reinterpret_cast<std::byte*>(bytes.data());
+  std::span<const std::byte> rest(data + summary, bytes.size() - summary);
+  uint64_t pos = 0;
+  log::mcap::RecordView rec;
+  bool patched = false;
+  while (!patched && log::mcap::SplitRecord(rest, &pos, &rec) ==
+                         log::mcap::SplitStatus::kOk) {
+    if (rec.opcode != static_cast<uint8_t>(log::mcap::Opcode::kChunkIndex)) {
+      continue;
+    }
+    // message_start_time, message_end_time, then chunk_start_offset.
+    std::byte* offset =
+        data + summary + rec.offset + log::mcap::kRecordHeaderSize + 16;
+    log::mcap::StoreU64(offset, log::mcap::LoadU64(offset) + 1);
+    patched = true;
+  }
+  ASSERT_TRUE(patched);
+  std::memset(data + bytes.size() - log::mcap::kMagicSize - 4, 0, 4);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// The advice for a chunk index that points at no chunk names options that
+// exist: `log info --scan` and `log cat --scan` read every message anyway.
+TEST_F(LogCommandsTest, ABadChunkIndexIsReadWithScanAsTheAdviceSays) {
+  const std::string file = TempFile("cli-misindexed.mcap");
+  ASSERT_EQ(Record(file, 300, {"--chunk-size", "8"}).code, 0);
+  const uint64_t all = LogInfoMessages(file);
+  ASSERT_EQ(all, 300u);
+  MisindexFirstChunk(file);
+  const Outcome info = RunTether({"log", "info", file});
+  EXPECT_THAT(info.out, HasSubstr("not a chunk of the indexed length"));
+  EXPECT_THAT(info.out, HasSubstr("`tether log info --scan`"));
+  EXPECT_LT(LogInfoMessages(file), all);
+  const Outcome scanned = RunTether({"log", "info", file, "--scan", "--json"});
+  ASSERT_EQ(scanned.code, 0) << scanned.err;
+  absl::StatusOr<JsonValue> json = ParseJson(scanned.out);
+  ASSERT_TRUE(json.ok()) << scanned.out;
+  EXPECT_EQ(json->Find("messages")->number, all);
+  EXPECT_THAT(scanned.out, Not(HasSubstr("not a chunk")));
+  const Outcome cat = RunTether({"log", "cat", file, "--scan"});
+  EXPECT_EQ(cat.code, 0) << cat.err;
+  EXPECT_EQ(
+      std::vector<std::string>(absl::StrSplit(cat.out, '\n', absl::SkipEmpty()))
+          .size(),
+      all);
+}
+
 // `log recover` onto a full disk fails and leaves no output behind (a
 // partial one would look like a smaller recovery); onto a full device it
 // fails too and leaves the device alone.
