@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -87,10 +88,16 @@ absl::Status Decompress(std::string_view compression,
     return absl::OkStatus();
   }
   if (compression != "zstd") {
+    // The name is the file's bytes: escaped, so a corrupt one prints as
+    // what it is.
     return absl::InvalidArgumentError(absl::StrCat(
-        "chunk compression '", std::string(compression),
-        "' is not supported (tether reads zstd and uncompressed chunks; "
-        "re-encode the file with zstd, e.g. `mcap convert`)"));
+        "chunk compression \"",
+        absl::CHexEscape(
+            absl::string_view(compression.data(), compression.size())),
+        "\" is not supported (tether reads \"zstd\" and uncompressed chunks, "
+        "whose MCAP compression is the empty string \"\"",
+        compression == "none" ? ", not \"none\"" : "",
+        "; re-encode the file with zstd, e.g. `mcap convert`)"));
   }
   // The declared size is the file's word, so memory grows with what the
   // data really inflates to (a few bytes claiming 4 GiB must not allocate

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -128,7 +129,8 @@ absl::StatusOr<LogInfo> ComputeLogInfo(const std::string& path,
     for (const mcap::ChunkIndex& c : mcap.chunk_indexes()) {
       info.uncompressed_bytes += c.uncompressed_size;
       info.compressed_bytes += c.compressed_size;
-      compressions.insert(c.compression.empty() ? "none" : c.compression);
+      compressions.insert(
+          c.compression.empty() ? "none" : absl::CHexEscape(c.compression));
     }
     info.chunks = mcap.chunk_indexes().size();
   } else {
@@ -139,7 +141,8 @@ absl::StatusOr<LogInfo> ComputeLogInfo(const std::string& path,
       if (auto c = mcap::ParseChunk(rec.content); c.ok()) {
         info.uncompressed_bytes += c->uncompressed_size;
         info.compressed_bytes += c->records.size();
-        compressions.insert(c->compression.empty() ? "none" : c->compression);
+        compressions.insert(
+            c->compression.empty() ? "none" : absl::CHexEscape(c->compression));
         ++info.chunks;
       }
     }

@@ -19,6 +19,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "log/compression.h"
 #include "log/mcap_reader.h"
 #include "log/mcap_writer.h"
 
@@ -26,6 +27,7 @@ namespace tether::log {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string TempPath(const std::string& name) {
   const char* dir = std::getenv("TEST_TMPDIR");
@@ -389,6 +391,21 @@ TEST(McapWriter, CreateLeavesNoFileWhenTheHeaderCannotBeWritten) {
   ASSERT_TRUE(WIFEXITED(status)) << WTERMSIG(status);
   EXPECT_EQ(WEXITSTATUS(status), 0);
   EXPECT_NE(::access(path.c_str(), F_OK), 0) << path << " was left behind";
+}
+
+TEST(Decompress, AnUnknownCompressionSaysWhatMcapCallsUncompressed) {
+  std::vector<std::byte> out;
+  absl::Status s = Decompress("none", Bytes("abc"), 3, &out);
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr(R"(compression "none" is not supported)"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr(R"(the empty string "", not "none")"));
+  // The file's bytes, escaped.
+  s = Decompress(std::string("z\x01\n\xff", 4), Bytes("abc"), 3, &out);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr(R"(compression "z\x01\n\xff" is not)"));
+  EXPECT_THAT(std::string(s.message()), Not(HasSubstr("not \"none\"")));
 }
 
 TEST(McapReader, NotMcapIsAnErrorThatSaysSo) {
