@@ -57,6 +57,26 @@ bool IsNumber(capnp::Type t) {
   }
 }
 
+// The plottable leaves under `s`, as paths ("inner.position",
+// "values[i]", "joints[i].velocity"), down to a few levels (schemas may
+// recurse).
+void NumericFields(capnp::StructSchema s, const std::string& prefix, int depth,
+                   std::vector<std::string>* out) {
+  for (capnp::StructSchema::Field f : s.getFields()) {
+    std::string name = prefix + f.getProto().getName().cStr();
+    capnp::Type t = f.getType();
+    if (t.isList()) {
+      name += "[i]";
+      t = t.asList().getElementType();
+    }
+    if (IsNumber(t)) {
+      out->push_back(std::move(name));
+    } else if (t.isStruct() && depth < 3) {
+      NumericFields(t.asStruct(), name + ".", depth + 1, out);
+    }
+  }
+}
+
 absl::StatusOr<Resolved> Resolve(LogReader& reader, const std::string& field) {
   const LogChannel* channel = nullptr;
   for (const LogChannel& c : reader.channels()) {
@@ -67,6 +87,36 @@ absl::StatusOr<Resolved> Resolve(LogReader& reader, const std::string& field) {
     }
   }
   if (channel == nullptr) {
+    const std::string bare = !field.empty() && field.back() == '.'
+                                 ? field.substr(0, field.size() - 1)
+                                 : field;
+    if (const LogChannel* c = reader.FindChannel(bare)) {
+      // The channel alone: say which fields it has.
+      absl::StatusOr<capnp::StructSchema> type = reader.MessageType(*c);
+      if (!type.ok()) return type.status();
+      std::vector<std::string> numeric;
+      NumericFields(*type, "", 0, &numeric);
+      if (numeric.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "field ", field, " names the channel ", bare, " but no field, and ",
+            type->getShortDisplayName().cStr(),
+            " has no numeric field to plot"));
+      }
+      constexpr size_t kMaxListed = 40;
+      std::string listed = absl::StrJoin(
+          numeric.begin(),
+          numeric.begin() + std::min(numeric.size(), kMaxListed), ", ");
+      if (numeric.size() > kMaxListed) {
+        absl::StrAppend(&listed, ", ... (", numeric.size() - kMaxListed,
+                        " more)");
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat("field ", field, " names the channel ", bare,
+                       " but no field in it: write ", bare,
+                       ".FIELD with one of its numeric fields (name[i] for "
+                       "list elements): ",
+                       listed));
+    }
     std::vector<std::string> names;
     for (const LogChannel& c : reader.channels()) names.push_back(c.name);
     return absl::InvalidArgumentError(absl::StrCat(
@@ -122,15 +172,26 @@ absl::StatusOr<Resolved> Resolve(LogReader& reader, const std::string& field) {
   return r;
 }
 
-// The value at `path`, or nullopt (an index past a list's end).
+// Where a path's index was past its list's end in a message.
+struct IndexMiss {
+  size_t step = 0;    // in the path
+  uint32_t size = 0;  // of the list there
+};
+
+// The value at `path`, or nullopt (an index past a list's end: `*miss`
+// says where).
 std::optional<double> ValueAt(capnp::DynamicStruct::Reader root,
-                              const std::vector<Step>& path) {
+                              const std::vector<Step>& path, IndexMiss* miss) {
   capnp::DynamicValue::Reader v = root;
-  for (const Step& step : path) {
+  for (size_t k = 0; k < path.size(); ++k) {
+    const Step& step = path[k];
     v = v.as<capnp::DynamicStruct>().get(step.name);
     if (step.index.has_value()) {
       capnp::DynamicList::Reader list = v.as<capnp::DynamicList>();
-      if (*step.index >= list.size()) return std::nullopt;
+      if (*step.index >= list.size()) {
+        *miss = {k, list.size()};
+        return std::nullopt;
+      }
       v = list[*step.index];
     }
   }
@@ -212,6 +273,15 @@ absl::StatusOr<std::vector<PlotSeries>> ReadPlotSeries(
   for (const auto& [id, users] : by_channel) {
     types[id] = *reader.MessageType(*resolved[users[0]].channel);
   }
+  // Per field: messages whose value was read or past a list's end, and for
+  // the latter the first place it missed with the longest list seen there.
+  struct Misses {
+    uint64_t read = 0;
+    uint64_t past_end = 0;
+    size_t step = 0;
+    uint32_t longest = 0;
+  };
+  std::vector<Misses> misses(fields.size());
   std::unique_ptr<LogCursor> cursor = reader.Read(read);
   LogMessage m;
   while (cursor->Next(&m)) {
@@ -224,9 +294,19 @@ absl::StatusOr<std::vector<PlotSeries>> ReadPlotSeries(
             r.getRoot<capnp::DynamicStruct>(types[m.channel->id]);
         const double t = (m.monotonic_send_ns - start) / 1e9;
         for (size_t i : users) {
-          if (std::optional<double> v = ValueAt(root, resolved[i].path)) {
+          IndexMiss miss;
+          ++misses[i].read;
+          if (std::optional<double> v =
+                  ValueAt(root, resolved[i].path, &miss)) {
             series[i].time_s.push_back(t);
             series[i].value.push_back(*v);
+          } else {
+            Misses& ms = misses[i];
+            if (ms.past_end == 0 || miss.step == ms.step) {
+              ms.step = miss.step;
+              ms.longest = std::max(ms.longest, miss.size);
+            }
+            ++ms.past_end;
           }
         }
       }
@@ -236,6 +316,21 @@ absl::StatusOr<std::vector<PlotSeries>> ReadPlotSeries(
     if (!ok) {
       for (size_t i : users) ++series[i].undecodable;
     }
+  }
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const Misses& ms = misses[i];
+    if (ms.read == 0 || ms.past_end < ms.read) continue;
+    // Not one value: the index is wrong, not the data.
+    const Step& step = resolved[i].path[ms.step];
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "field %s: index %u is past the end of %s in every message of %s "
+        "(%u messages; %s)",
+        fields[i], *step.index, step.name, resolved[i].channel->name, ms.read,
+        ms.longest == 0
+            ? absl::StrCat(step.name, " is empty in all of them")
+            : absl::StrFormat("the longest %s has %u elements: use an index "
+                              "below %u",
+                              step.name, ms.longest, ms.longest)));
   }
   if (absl::StatusOr<std::vector<GapRecord>> gaps = reader.Gaps(); gaps.ok()) {
     for (const GapRecord& g : *gaps) {

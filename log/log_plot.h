@@ -37,7 +37,9 @@ struct PlotRange {
 };
 
 // Reads every field's samples. InvalidArgument naming the field and what
-// is valid (the log's channels, the struct's fields) for a bad field.
+// is valid for a bad field (the log's channels; the struct's fields; for a
+// channel named without a field, its numeric fields), and for a list index
+// past the end of its list in every message read (the longest list seen).
 absl::StatusOr<std::vector<PlotSeries>> ReadPlotSeries(
     LogReader& reader, const std::vector<std::string>& fields,
     const PlotRange& range = {});

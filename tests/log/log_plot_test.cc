@@ -19,6 +19,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using namespace ::tether::log::testing;
 
 uint32_t BigEndian(const uint8_t* p) {
@@ -196,6 +197,48 @@ TEST_F(LogPlotTest, BadFieldsSayWhatExists) {
   r = ReadPlotSeries(*reader_, {"/p/samples.inner[0]"});
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("not a list"));
+}
+
+TEST_F(LogPlotTest, AChannelWithoutAFieldListsItsNumericFields) {
+  for (const char* field : {"/p/samples", "/p/samples."}) {
+    auto r = ReadPlotSeries(*reader_, {field});
+    ASSERT_FALSE(r.ok()) << field;
+    const std::string e(r.status().message());
+    EXPECT_THAT(e, HasSubstr("names the channel /p/samples but no field"));
+    EXPECT_THAT(e, HasSubstr("write /p/samples.FIELD"));
+    // Leaves only, nested and in lists; text, data and lists of text are not.
+    EXPECT_THAT(e, HasSubstr(": stamp, values[i], joints[i].position, "
+                             "joints[i].velocity, inner.position, "
+                             "inner.velocity, child.stamp"));
+    EXPECT_THAT(e, Not(HasSubstr("label")));
+    EXPECT_THAT(e, Not(HasSubstr("blob")));
+    EXPECT_THAT(e, Not(HasSubstr("names[i]")));
+  }
+  auto r = ReadPlotSeries(*reader_, {"/p/scalars"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("fields (name[i] for list elements): i64, u8, f64, "
+                        "flag, i32"));
+}
+
+TEST_F(LogPlotTest, AnIndexPastTheEndInEveryMessageIsAnError) {
+  auto r = ReadPlotSeries(
+      *reader_, {"/p/scalars.f64", "/p/samples.joints[999].position"});
+  ASSERT_FALSE(r.ok());
+  const std::string e(r.status().message());
+  EXPECT_THAT(e, HasSubstr("field /p/samples.joints[999].position: index 999 "
+                           "is past the end of joints in every message of "
+                           "/p/samples (20 messages; the longest joints has 2 "
+                           "elements: use an index below 2)"));
+  // Past the end in some messages only: those are skipped, as before.
+  auto some = ReadPlotSeries(*reader_, {"/p/samples.joints[1].position"});
+  ASSERT_TRUE(some.ok()) << some.status();
+  EXPECT_FALSE((*some)[0].value.empty());
+  // An empty range reads no message: nothing to say about the index.
+  PlotRange none;
+  none.start_s = 1000;
+  EXPECT_TRUE(
+      ReadPlotSeries(*reader_, {"/p/samples.joints[999].position"}, none).ok());
 }
 
 TEST_F(LogPlotTest, DrawsEachFieldAndMarksWhereMessagesAreMissing) {

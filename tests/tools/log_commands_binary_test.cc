@@ -119,6 +119,23 @@ TEST_F(LogCommandsTest, RecordThenInfoCatCheckPlot) {
   char sig[8] = {};
   in.read(sig, 8);
   EXPECT_EQ(std::string(sig + 1, 3), "PNG");
+
+  // A channel without a field lists the fields it has; an index past the
+  // end of its list in every message is an error, not an empty plot.
+  const std::string bad_png = TempFile("cli-bad.png");
+  Outcome bad =
+      RunTether({"log", "plot", file, "/cli/samples", "--out", bad_png});
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_THAT(bad.err,
+              HasSubstr("names the channel /cli/samples but no field"));
+  EXPECT_THAT(bad.err, HasSubstr("stamp, values[i], joints[i].position"));
+  bad = RunTether({"log", "plot", file, "/cli/samples.joints[999].position",
+                   "--out", bad_png});
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_THAT(bad.err, HasSubstr("index 999 is past the end of joints in "
+                                 "every message of /cli/samples"));
+  EXPECT_THAT(bad.err, HasSubstr("the longest joints has 2 elements"));
+  EXPECT_FALSE(std::filesystem::exists(bad_png));
 }
 
 TEST_F(LogCommandsTest, ATruncatedLogIsCheckedAsBrokenAndRecovered) {
