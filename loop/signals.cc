@@ -22,6 +22,8 @@ std::atomic<uint32_t> g_word{0};
 std::atomic<int> g_received{0};
 std::atomic<bool> g_second_kills{true};
 std::atomic<bool> g_installed{false};
+// The second-signal note (owned by the StopSignals), or null.
+std::atomic<const std::string*> g_note{nullptr};
 
 static_assert(std::atomic<int>::is_always_lock_free);
 
@@ -30,6 +32,9 @@ void OnStopSignal(int sig) {
   int expected = 0;
   if (!g_received.compare_exchange_strong(expected, sig)) {
     if (g_second_kills.load()) {
+      if (const std::string* note = g_note.load(); note != nullptr) {
+        (void)!::write(STDERR_FILENO, note->data(), note->size());
+      }
       ::signal(sig, SIG_DFL);
       ::raise(sig);
     }
@@ -84,14 +89,20 @@ absl::StatusOr<std::unique_ptr<StopSignals>> StopSignals::Install(
     }
     previous.push_back(old);
   }
-  return std::unique_ptr<StopSignals>(
-      new StopSignals(fd, options.signals, std::move(previous)));
+  std::unique_ptr<std::string> note;
+  if (!options.second_signal_note.empty()) {
+    note = std::make_unique<std::string>(options.second_signal_note);
+    g_note.store(note.get());
+  }
+  return std::unique_ptr<StopSignals>(new StopSignals(
+      fd, options.signals, std::move(previous), std::move(note)));
 }
 
 StopSignals::~StopSignals() {
   for (size_t i = 0; i < signals_.size(); ++i) {
     ::sigaction(signals_[i], &previous_[i], nullptr);
   }
+  g_note.store(nullptr);
   g_fd.store(-1);
   ::close(fd_);
   g_installed.store(false);

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -31,6 +32,10 @@ struct StopSignalOptions {
   // default action (the process dies): a hung shutdown still yields to a
   // second Ctrl-C.
   bool second_signal_kills = true;
+  // Written to stderr by the handler just before such a second signal kills
+  // the process (e.g. what that left unfinished and how to repair it; end
+  // it with a newline). Empty: nothing.
+  std::string second_signal_note;
 };
 
 class StopSignals {
@@ -59,12 +64,18 @@ class StopSignals {
 
  private:
   StopSignals(int fd, std::vector<int> signals,
-              std::vector<struct sigaction> previous)
-      : fd_(fd), signals_(std::move(signals)), previous_(std::move(previous)) {}
+              std::vector<struct sigaction> previous,
+              std::unique_ptr<std::string> note)
+      : fd_(fd),
+        signals_(std::move(signals)),
+        previous_(std::move(previous)),
+        note_(std::move(note)) {}
 
   const int fd_;
   const std::vector<int> signals_;
   const std::vector<struct sigaction> previous_;
+  // The handler reads it (through a global) while this object lives.
+  const std::unique_ptr<std::string> note_;
 };
 
 }  // namespace tether::loop

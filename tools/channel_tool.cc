@@ -159,9 +159,11 @@ bool ParseStartEndOptions(const ParsedArgs& args, const char* command,
 }
 
 std::shared_ptr<void> InstallStop(const char* command, StopFn* stop,
-                                  std::ostream& err) {
+                                  std::ostream& err,
+                                  const std::string& second_signal_note) {
   absl::StatusOr<std::unique_ptr<loop::StopSignals>> signals =
-      loop::StopSignals::Install({.signals = {SIGINT, SIGTERM, SIGHUP}});
+      loop::StopSignals::Install({.signals = {SIGINT, SIGTERM, SIGHUP},
+                                  .second_signal_note = second_signal_note});
   if (!signals.ok()) {
     err << command << ": " << signals.status().message() << "\n";
     return nullptr;

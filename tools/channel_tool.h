@@ -72,9 +72,12 @@ bool ParseStartEndOptions(const ParsedArgs& args, const char* command,
                           std::optional<double>* end, std::ostream& err);
 
 // Installs SIGINT/SIGTERM handling for the life of the returned guard and
-// sets *stop to poll it. On failure writes to err and returns null.
+// sets *stop to poll it. A second signal kills the process, after printing
+// `second_signal_note` (if any) on stderr. On failure writes to err and
+// returns null.
 std::shared_ptr<void> InstallStop(const char* command, StopFn* stop,
-                                  std::ostream& err);
+                                  std::ostream& err,
+                                  const std::string& second_signal_note = "");
 
 }  // namespace tether::tools
 

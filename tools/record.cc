@@ -161,8 +161,23 @@ int RunRecordCommand(const ParsedArgs& args, std::ostream& out,
     err << cmd << ": " << logger.status().message() << "\n";
     return kExitFailure;
   }
+  // A second Ctrl-C kills the recorder before it finishes the file: it says
+  // which file and how to repair it.
+  const bool splitting =
+      options.split_bytes > 0 || options.split_duration.count() > 0;
+  const std::string unfinished =
+      splitting ? absl::StrCat("the last of ",
+                               log::SplitFileName(options.path, true, 0),
+                               ", ... (the highest number)")
+                : options.path;
+  const std::string repair = splitting ? "FILE" : options.path;
   StopFn stop;
-  std::shared_ptr<void> guard = InstallStop(cmd, &stop, err);
+  std::shared_ptr<void> guard = InstallStop(
+      cmd, &stop, err,
+      absl::StrCat("\n", cmd, ": stopped by a second signal: ", unfinished,
+                   " is unfinished (no summary; its last second may be "
+                   "lost); `tether log recover ",
+                   repair, " FIXED.mcap` makes a complete copy\n"));
   if (guard == nullptr) return kExitFailure;
   const bool tty = ::isatty(STDERR_FILENO) == 1 && !args.Flag("quiet");
   const bool quiet = args.Flag("quiet");

@@ -467,6 +467,29 @@ TEST_F(LogCommandsTest, RecoverOntoAFullDiskLeavesNoOutput) {
   EXPECT_TRUE(S_ISCHR(st.st_mode));
 }
 
+// Two Ctrl-Cs in a row kill the recorder before it finishes the file; it
+// says so on its way out, and how to repair the file.
+TEST_F(LogCommandsTest, ASecondSigintSaysTheFileIsUnfinishedAndHowToRecover) {
+  const std::string file = TempFile("cli-sigint2.mcap");
+  std::vector<std::string> args = {"record", "--out", file, "--force"};
+  for (const std::string& w : Where(root_)) args.push_back(w);
+  const pid_t pid = StartTether(args, "sigint2");
+  ASSERT_GT(pid, 0);
+  // Until it is recording (the file has its header).
+  ASSERT_TRUE(WaitFor([&] {
+    return std::filesystem::exists(file) &&
+           std::filesystem::file_size(file) > 0;
+  }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ::kill(pid, SIGINT);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ::kill(pid, SIGINT);
+  const Outcome o = WaitTether(pid, "sigint2", {.timeout_s = 20});
+  EXPECT_EQ(o.code, 128 + SIGINT) << o.err;
+  EXPECT_THAT(o.err, HasSubstr(file + " is unfinished"));
+  EXPECT_THAT(o.err, HasSubstr("`tether log recover " + file + " "));
+}
+
 TEST(LogCommands, EveryCommandHasHelp) {
   for (std::vector<std::string> args :
        {std::vector<std::string>{"record", "--help"}, {"replay", "--help"},
