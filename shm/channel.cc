@@ -87,6 +87,18 @@ std::string Channel::CleanCommand(const ChannelOptions& options) {
                       " --instance ", quoted(options.instance));
 }
 
+mode_t Channel::ReaderModeFor(const ChannelOptions& options) {
+  return options.reader_mode.value_or(options.mode |
+                                      ((options.mode & 0040) >> 1));
+}
+
+absl::StatusOr<std::vector<std::string>> Channel::MakeInstanceFolder(
+    const ChannelOptions& options) {
+  std::vector<std::string> made;
+  if (absl::Status s = MakeDirs(options, &made); !s.ok()) return s;
+  return made;
+}
+
 absl::StatusOr<std::unique_ptr<Channel>> Channel::OpenOrCreate(
     const ChannelOptions& options, std::string_view name,
     const QueueParams& params, std::span<const std::byte> metadata) {
@@ -102,8 +114,7 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::OpenOrCreate(
         "channel ", name_str, ": metadata of ", metadata.size(),
         " bytes is larger than ", internal::kMaxMetadataSize));
   }
-  const mode_t reader_mode =
-      options.reader_mode.value_or(options.mode | ((options.mode & 0040) >> 1));
+  const mode_t reader_mode = ReaderModeFor(options);
   const std::optional<gid_t> reader_group =
       options.reader_group.has_value() ? options.reader_group : options.group;
   const std::string dir = absl::StrCat(options.root, "/", options.instance);
@@ -119,9 +130,10 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::OpenOrCreate(
     if (existing.status().code() != absl::StatusCode::kNotFound) {
       return existing.status();
     }
-    if (absl::Status s = MakeDirs(dir, options, reader_mode, options.group);
-        !s.ok()) {
-      return s;
+    if (absl::StatusOr<std::vector<std::string>> made =
+            MakeInstanceFolder(options);
+        !made.ok()) {
+      return made.status();
     }
     // Refuse up front what cannot fit: reserving it page by page would fill
     // the filesystem (and RAM, on tmpfs) before failing.

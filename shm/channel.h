@@ -197,6 +197,30 @@ class Channel {
   // say how to recover.
   static std::string CleanCommand(const ChannelOptions& options);
 
+  // The mode of the reader-state files made with `options`:
+  // options.reader_mode, or `mode` plus group write where the group may
+  // read the data (0640 -> 0660). Any thread; RT-safe.
+  static mode_t ReaderModeFor(const ChannelOptions& options);
+
+  // Makes the instance folder options.root/options.instance and whatever
+  // folders above it are missing, as docs/security.md promises. Folders
+  // above the instance get 1777, like /dev/shm: every stack's user may add
+  // an instance, and nobody may remove another's. The instance folder gets
+  // options.group (unset: ours) and the mode the channel files of
+  // `options` need: the owner everything; the group enters when it may
+  // read either file and creates files when it may write the data file;
+  // others enter when they may read; setgid with a group, never sticky
+  // (e.g. 0640 with a group: 2750; 0660: 2770). The umask never narrows
+  // either. This is the one place folder modes are decided: OpenOrCreate
+  // makes its folder here, and so must anyone who makes the folder before
+  // its channels (the launcher's lock). Folders that exist are left as
+  // they are. Fails (and leaves nothing made) when a folder cannot be made
+  // or given its group, or when the instance folder is not a folder or
+  // anyone may write it. Returns the folders it made, outermost first (a
+  // caller whose setup fails may remove them). Setup only; not RT-safe.
+  static absl::StatusOr<std::vector<std::string>> MakeInstanceFolder(
+      const ChannelOptions& options);
+
   Channel(const Channel&) = delete;
   Channel& operator=(const Channel&) = delete;
   ~Channel();

@@ -108,46 +108,70 @@ mode_t InstanceDirMode(mode_t mode, mode_t reader_mode, bool has_group) {
   return d;
 }
 
-// mkdir -p. Folders above the instance that we create are made like
-// /dev/shm itself (1777: every stack's user may add an instance, nobody may
-// remove another's); the instance folder gets InstanceDirMode and the
-// stack's group. The umask never narrows either (explicit chmod).
-absl::Status MakeDirs(const std::string& dir, const ChannelOptions& options,
-                      mode_t reader_mode, std::optional<gid_t> group) {
+// mkdir -p of options.root/options.instance (Channel::MakeInstanceFolder
+// says what each folder gets). Appends the folders it made to `made`,
+// outermost first; on an error removes them again (and leaves `made` as it
+// was).
+absl::Status MakeDirs(const ChannelOptions& options,
+                      std::vector<std::string>* made) {
+  const std::string dir = absl::StrCat(options.root, "/", options.instance);
+  const size_t made_before = made->size();
+  auto fail = [&](absl::Status s) {
+    while (made->size() > made_before) {
+      ::rmdir(made->back().c_str());
+      made->pop_back();
+    }
+    return s;
+  };
   for (size_t pos = 1; pos <= dir.size(); ++pos) {
     if (pos != dir.size() && dir[pos] != '/') continue;
     const std::string part = dir.substr(0, pos);
     const bool instance = pos == dir.size();
-    const mode_t want = instance ? InstanceDirMode(options.mode, reader_mode,
-                                                   group.has_value())
-                                 : (S_ISVTX | 0777);
+    const mode_t want =
+        instance ? InstanceDirMode(options.mode,
+                                   Channel::ReaderModeFor(options),
+                                   options.group.has_value())
+                 : (S_ISVTX | 0777);
     if (::mkdir(part.c_str(), 0700) != 0) {
       if (errno == EEXIST) continue;
-      return ErrnoStatus(errno, absl::StrCat("cannot create directory ", part));
+      if (errno == EACCES || errno == EPERM) {
+        const std::string parent = part.substr(0, part.rfind('/'));
+        return fail(internal::AccessDenied(
+            parent.empty() ? "/" : parent,
+            absl::StrCat("the folder ", part, " (create it in ",
+                         parent.empty() ? "/" : parent, ")"),
+            "write"));
+      }
+      return fail(
+          ErrnoStatus(errno, absl::StrCat("cannot create directory ", part)));
     }
-    if (instance && group.has_value() && ::chown(part.c_str(), -1, *group) != 0) {
-      return ErrnoStatus(errno, absl::StrCat("cannot give ", part, " group ",
-                                             *group));
+    made->push_back(part);
+    if (instance && options.group.has_value() &&
+        ::chown(part.c_str(), -1, *options.group) != 0) {
+      return fail(ErrnoStatus(
+          errno, absl::StrCat("cannot give ", part, " group ", *options.group,
+                              " (a process may give its folders only groups "
+                              "it is in, unless it is root)")));
     }
     if (::chmod(part.c_str(), want) != 0) {
-      return ErrnoStatus(errno, absl::StrCat("cannot chmod ", part));
+      return fail(ErrnoStatus(errno, absl::StrCat("cannot chmod ", part)));
     }
   }
   // A folder anyone may write lets anyone replace channel files: refuse it.
   struct stat st;
   if (::lstat(dir.c_str(), &st) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("cannot stat ", dir));
+    return fail(ErrnoStatus(errno, absl::StrCat("cannot stat ", dir)));
   }
   if (!S_ISDIR(st.st_mode)) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    return fail(absl::FailedPreconditionError(absl::StrCat(
         dir, " is not a folder (a symbolic link or a file): remove it, or "
-             "choose another --root/--instance"));
+             "choose another --root/--instance")));
   }
   if ((st.st_mode & S_IWOTH) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    return fail(absl::FailedPreconditionError(absl::StrCat(
         "the instance folder ", dir, " (", internal::DescribeFile(dir),
         ") is writable by every user, so anyone could replace its channel "
-        "files: chmod o-w ", dir));
+        "files: chmod o-w ", dir)));
   }
   return absl::OkStatus();
 }

@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -53,12 +54,12 @@ absl::Status ErrnoStatus(int err, const std::string& what);
 // bit would forbid.
 mode_t InstanceDirMode(mode_t mode, mode_t reader_mode, bool has_group);
 
-// mkdir -p. Folders above the instance that we create are made like
-// /dev/shm itself (1777: every stack's user may add an instance, nobody may
-// remove another's); the instance folder gets InstanceDirMode and the
-// stack's group. The umask never narrows either (explicit chmod).
-absl::Status MakeDirs(const std::string& dir, const ChannelOptions& options,
-                      mode_t reader_mode, std::optional<gid_t> group);
+// mkdir -p of options.root/options.instance (Channel::MakeInstanceFolder
+// says what each folder gets). Appends the folders it made to `made`,
+// outermost first; on an error removes them again (and leaves `made` as it
+// was).
+absl::Status MakeDirs(const ChannelOptions& options,
+                      std::vector<std::string>* made);
 
 std::string DescribeParams(const QueueParams& p);
 
