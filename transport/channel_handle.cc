@@ -67,12 +67,25 @@ absl::StatusOr<CreatePlan> PlanCreate(const shm::ChannelOptions& options,
   info.setSchema(kj::arrayPtr(reinterpret_cast<const kj::byte*>(request->data()),
                               request->size()));
 
-  CreatePlan plan{name, *params, capnp::messageToFlatArray(message), options};
+  absl::StatusOr<shm::ChannelOptions> files =
+      ChannelHandle::FileOptions(options, channel);
+  if (!files.ok()) return files.status();
+  return CreatePlan{name, *params, capnp::messageToFlatArray(message), *files};
+}
+
+}  // namespace
+
+absl::StatusOr<shm::ChannelOptions> ChannelHandle::FileOptions(
+    const shm::ChannelOptions& options, config::Channel::Reader channel) {
+  const std::string name = channel.getName().cStr();
+  shm::ChannelOptions files = options;
   const std::string mode = channel.getMode().cStr();
-  if (!mode.empty()) plan.options.mode = static_cast<mode_t>(std::strtoul(mode.c_str(), nullptr, 8));
+  if (!mode.empty()) {
+    files.mode = static_cast<mode_t>(std::strtoul(mode.c_str(), nullptr, 8));
+  }
   const std::string reader_mode = channel.getReaderMode().cStr();
   if (!reader_mode.empty()) {
-    plan.options.reader_mode =
+    files.reader_mode =
         static_cast<mode_t>(std::strtoul(reader_mode.c_str(), nullptr, 8));
   }
   auto lookup = [&name](const std::string& group) -> absl::StatusOr<gid_t> {
@@ -92,18 +105,16 @@ absl::StatusOr<CreatePlan> PlanCreate(const shm::ChannelOptions& options,
   if (const std::string group = channel.getGroup().cStr(); !group.empty()) {
     absl::StatusOr<gid_t> gid = lookup(group);
     if (!gid.ok()) return gid.status();
-    plan.options.group = *gid;
+    files.group = *gid;
   }
   if (const std::string group = channel.getReaderGroup().cStr();
       !group.empty()) {
     absl::StatusOr<gid_t> gid = lookup(group);
     if (!gid.ok()) return gid.status();
-    plan.options.reader_group = *gid;
+    files.reader_group = *gid;
   }
-  return plan;
+  return files;
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<ChannelHandle>> ChannelHandle::Create(
     const shm::ChannelOptions& options, config::Channel::Reader channel,

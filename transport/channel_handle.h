@@ -31,6 +31,13 @@ class ChannelHandle {
       const shm::ChannelOptions& options, config::Channel::Reader channel,
       const SchemaRegistry& schemas);
 
+  // `options` with the file options of config entry `channel`: its mode,
+  // readerMode, group and readerGroup (groups looked up by name; a group
+  // that does not exist is InvalidArgument naming the channel). What
+  // Create makes the channel's files with. Setup only (may read NSS).
+  static absl::StatusOr<shm::ChannelOptions> FileOptions(
+      const shm::ChannelOptions& options, config::Channel::Reader channel);
+
   // The bytes of shared memory creating `channel` would reserve (its file
   // size), or 0 if its file exists already (Create would open it). Errors
   // as Create's for a bad entry. Setup only.

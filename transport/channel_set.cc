@@ -1,8 +1,12 @@
 #include "transport/channel_set.h"
 
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#include <cerrno>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -51,11 +55,41 @@ absl::Status CheckStackFits(const shm::ChannelOptions& options,
 
 }  // namespace
 
+absl::StatusOr<shm::ChannelOptions> ChannelSet::FolderOptions(
+    const shm::ChannelOptions& options, const StackConfig& stack) {
+  shm::ChannelOptions folder = options;
+  bool first = true;
+  for (config::Channel::Reader c : stack.channels()) {
+    absl::StatusOr<shm::ChannelOptions> files =
+        ChannelHandle::FileOptions(options, c);
+    if (!files.ok()) return files.status();
+    const mode_t reader_mode = shm::Channel::ReaderModeFor(*files);
+    folder.mode = first ? files->mode : folder.mode | files->mode;
+    folder.reader_mode =
+        first ? reader_mode : *folder.reader_mode | reader_mode;
+    if (!folder.group.has_value()) folder.group = files->group;
+    first = false;
+  }
+  return folder;
+}
+
 absl::StatusOr<std::unique_ptr<ChannelSet>> ChannelSet::Create(
     const shm::ChannelOptions& options, const StackConfig& stack,
     const SchemaRegistry& schemas) {
   if (absl::Status fits = CheckStackFits(options, stack, schemas); !fits.ok()) {
     return fits;
+  }
+  // A missing folder is made for the whole stack, not for whichever channel
+  // comes first. One that exists is left to the channels to check (opening
+  // one names the folder a reader may not enter, and why).
+  struct stat st;
+  const std::string dir = absl::StrCat(options.root, "/", options.instance);
+  if (::stat(dir.c_str(), &st) != 0 && errno == ENOENT) {
+    absl::StatusOr<shm::ChannelOptions> folder = FolderOptions(options, stack);
+    if (!folder.ok()) return folder.status();
+    absl::StatusOr<std::vector<std::string>> made =
+        shm::Channel::MakeInstanceFolder(*folder);
+    if (!made.ok()) return made.status();
   }
   std::unique_ptr<ChannelSet> set(new ChannelSet());
   set->options_ = options;

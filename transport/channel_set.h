@@ -19,13 +19,24 @@ namespace tether::transport {
 // Not copyable or movable. Lookups: any thread once built.
 class ChannelSet {
  public:
-  // Creates or opens every channel of `stack` under `options`. A stack whose
+  // Creates or opens every channel of `stack` under `options`, in an
+  // instance folder made for the whole stack (FolderOptions). A stack whose
   // new channels do not fit together in the root's free space is refused
   // before any is created (ResourceExhausted: needed, free, how to make
   // room). The first error (naming the channel) stops it. Setup only.
   static absl::StatusOr<std::unique_ptr<ChannelSet>> Create(
       const shm::ChannelOptions& options, const StackConfig& stack,
       const SchemaRegistry& schemas);
+
+  // The options the instance folder of `stack` is made with
+  // (shm::Channel::MakeInstanceFolder decides its mode): `options` with the
+  // modes of all the stack's channels' files together and the group of the
+  // first channel that names one, so that the folder lets in the readers of
+  // every channel and, when the group may publish on one, lets the group
+  // create files. A stack without channels: `options`. Errors as
+  // ChannelHandle::FileOptions's. Setup only.
+  static absl::StatusOr<shm::ChannelOptions> FolderOptions(
+      const shm::ChannelOptions& options, const StackConfig& stack);
 
   ChannelSet(const ChannelSet&) = delete;
   ChannelSet& operator=(const ChannelSet&) = delete;
