@@ -31,25 +31,6 @@ absl::Status ErrnoError(int err, const std::string& what) {
   return absl::InternalError(message);
 }
 
-// mkdir -p, with x bits wherever the channel file mode has r bits (as the
-// channel files' own folders get).
-absl::Status MakeFolders(const std::string& dir, mode_t file_mode) {
-  const mode_t mode = file_mode | ((file_mode & 0444) >> 2);
-  std::string path;
-  for (absl::string_view part : absl::StrSplit(dir, '/')) {
-    if (part.empty()) {
-      if (path.empty()) path = "/";
-      continue;
-    }
-    if (!path.empty() && path.back() != '/') path += '/';
-    absl::StrAppend(&path, part);
-    if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
-      return ErrnoError(errno, absl::StrCat("cannot create ", path));
-    }
-  }
-  return absl::OkStatus();
-}
-
 // The pid of the FLOCK on `inode` of device `dev`, from /proc/locks lines
 // like "3: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF".
 std::optional<pid_t> FlockHolder(dev_t dev, ino_t inode) {
@@ -77,6 +58,14 @@ std::optional<pid_t> FlockHolder(dev_t dev, ino_t inode) {
   return std::nullopt;
 }
 
+// Removes `folders` (outermost first) from the innermost out, each only if
+// it is empty.
+void RemoveFolders(const std::vector<std::string>& folders) {
+  for (auto it = folders.rbegin(); it != folders.rend(); ++it) {
+    if (::rmdir(it->c_str()) != 0) break;
+  }
+}
+
 std::string LockPath(const shm::ChannelOptions& options) {
   return absl::StrCat(FolderOf(options), "/", kInstanceLockFile);
 }
@@ -85,11 +74,15 @@ std::string LockPath(const shm::ChannelOptions& options) {
 
 absl::StatusOr<InstanceLock> InstanceLock::Acquire(
     const shm::ChannelOptions& options) {
-  struct stat folder;
-  const bool created_folder = ::stat(FolderOf(options).c_str(), &folder) != 0;
-  if (absl::Status s = MakeFolders(FolderOf(options), options.mode); !s.ok()) {
+  // The folders get what every instance folder gets, whoever makes it first.
+  absl::StatusOr<std::vector<std::string>> made =
+      shm::Channel::MakeInstanceFolder(options);
+  if (!made.ok()) return made.status();
+  // Nothing this call made stays behind when it fails.
+  auto fail = [&](absl::Status s) -> absl::StatusOr<InstanceLock> {
+    RemoveFolders(*made);
     return s;
-  }
+  };
   const std::string path = LockPath(options);
   // `tether clean` may unlink the file between our open and flock: then the
   // lock is on a file nobody else will find, so take it again on the new one.
@@ -98,30 +91,31 @@ absl::StatusOr<InstanceLock> InstanceLock::Acquire(
     // made serves every launcher of the instance.
     int fd = ::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
                     0664);
-    if (fd < 0) return ErrnoError(errno, absl::StrCat("cannot open ", path));
+    if (fd < 0) {
+      return fail(ErrnoError(errno, absl::StrCat("cannot open ", path)));
+    }
     Fd owned(fd);
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       if (errno != EWOULDBLOCK) {
-        return ErrnoError(errno, absl::StrCat("cannot lock ", path));
+        return fail(ErrnoError(errno, absl::StrCat("cannot lock ", path)));
       }
       std::string who = "another launcher";
       if (std::optional<pid_t> pid = Holder(options); pid && *pid > 0) {
         who = absl::StrCat("another launcher (pid ", *pid, ")");
       }
-      return absl::FailedPreconditionError(absl::StrCat(
+      return fail(absl::FailedPreconditionError(absl::StrCat(
           who, " is running stack instance \"", options.instance, "\" under ",
           options.root, " (it holds ", path,
-          "); stop it first, or pick another --instance"));
+          "); stop it first, or pick another --instance")));
     }
     struct stat held, now;
     if (::fstat(fd, &held) == 0 && ::stat(path.c_str(), &now) == 0 &&
         held.st_dev == now.st_dev && held.st_ino == now.st_ino) {
-      return InstanceLock(std::move(owned), path,
-                          created_folder ? FolderOf(options) : "");
+      return InstanceLock(std::move(owned), path, std::move(*made));
     }
   }
-  return absl::InternalError(absl::StrCat(
-      "cannot lock ", path, ": it is replaced as fast as it is locked"));
+  return fail(absl::InternalError(absl::StrCat(
+      "cannot lock ", path, ": it is replaced as fast as it is locked")));
 }
 
 std::optional<pid_t> InstanceLock::Holder(const shm::ChannelOptions& options) {
@@ -155,7 +149,7 @@ void InstanceLock::Abandon() {
   // replaced and retries on a new one (Acquire).
   ::unlink(path_.c_str());
   fd_ = Fd();
-  if (!created_folder_.empty()) ::rmdir(created_folder_.c_str());  // If empty.
+  RemoveFolders(made_folders_);
 }
 
 }  // namespace tether::tools

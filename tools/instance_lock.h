@@ -14,6 +14,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "shm/channel.h"
@@ -26,11 +27,13 @@ inline constexpr char kInstanceLockFile[] = ".launcher";
 
 class InstanceLock {
  public:
-  // Takes the lock of options.root/options.instance, creating the folder
-  // (mode from options.mode, x bits where it has r bits) and the lock file
-  // (0664) as needed. FailedPrecondition when another process holds it,
-  // naming its pid when /proc/locks shows it; the errno's status when the
-  // folder or file cannot be made (e.g. PermissionDenied).
+  // Takes the lock of options.root/options.instance, creating the folders
+  // with shm::Channel::MakeInstanceFolder (so give it the stack's folder
+  // options: transport::ChannelSet::FolderOptions) and the lock file (0664)
+  // as needed; a failure leaves nothing it made. FailedPrecondition when
+  // another process holds it, naming its pid when /proc/locks shows it; the
+  // errno's status when the folder or file cannot be made (e.g.
+  // PermissionDenied).
   static absl::StatusOr<InstanceLock> Acquire(
       const shm::ChannelOptions& options);
 
@@ -46,9 +49,8 @@ class InstanceLock {
       const shm::ChannelOptions& options);
 
   // For a launcher whose setup failed: removes the lock file, and the
-  // instance folder if Acquire created it and it is empty, then releases the
-  // lock. Nothing of this launcher is left behind when it created nothing
-  // else.
+  // folders Acquire created if they are empty, then releases the lock.
+  // Nothing of this launcher is left behind when it created nothing else.
   void Abandon();
 
   InstanceLock(InstanceLock&&) = default;
@@ -57,13 +59,14 @@ class InstanceLock {
   const std::string& path() const { return path_; }
 
  private:
-  InstanceLock(Fd fd, std::string path, std::string created_folder)
+  InstanceLock(Fd fd, std::string path, std::vector<std::string> made_folders)
       : fd_(std::move(fd)),
         path_(std::move(path)),
-        created_folder_(std::move(created_folder)) {}
+        made_folders_(std::move(made_folders)) {}
   Fd fd_;
   std::string path_;
-  std::string created_folder_;  // Empty: the folder existed before.
+  // The folders Acquire made, outermost first (none: they existed).
+  std::vector<std::string> made_folders_;
 };
 
 }  // namespace tether::tools

@@ -133,9 +133,14 @@ absl::Status Launcher::Impl::Prepare() {
   for (const std::string& w : warnings) Warn(w);
   if (!plan.ok()) return plan.status();
   plan_ = std::move(*plan);
+  // The instance folder is made here, first: with the modes and group the
+  // whole stack's channels need, as if its channels had made it.
+  absl::StatusOr<shm::ChannelOptions> folder =
+      transport::ChannelSet::FolderOptions(options_.channels, *plan_.stack);
+  if (!folder.ok()) return folder.status();
   // Before anything is created: a second launcher of the instance touches
   // nothing.
-  absl::StatusOr<InstanceLock> lock = InstanceLock::Acquire(options_.channels);
+  absl::StatusOr<InstanceLock> lock = InstanceLock::Acquire(*folder);
   if (!lock.ok()) return lock.status();
   lock_ = std::move(*lock);
   if (plan_.stack->FindChannel(kLauncherStatusChannel).has_value()) {

@@ -2,9 +2,11 @@
 // sandbox is a user namespace where setuid to other users and SCHED_FIFO
 // fail): a node runs as the configured user, with the configured real-time
 // policy, priority and CPUs, and still dies with a SIGKILLed launcher after
-// its user switch (which clears the parent-death signal until re-armed).
-// Skipped when not root.
+// its user switch (which clears the parent-death signal until re-armed);
+// the folders a launcher makes for a group stack let another user of the
+// group list and read its channels. Skipped when not root.
 #include <fcntl.h>
+#include <grp.h>
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
@@ -13,6 +15,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -20,11 +23,17 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shm/channel.h"
+#include "shm/publisher.h"
+#include "shm/reader.h"
+#include "tests/shm/multi_user_test.h"
 #include "tests/shm/shm_test_util.h"
 #include "tests/tools/json_test_parser.h"
 #include "tests/tools/launch_test_util.h"
 #include "tools/launcher.h"
 #include "tools/node_process.h"
+#include "tools/status_publisher.h"
+#include "transport/channel_handle.h"
 
 extern char** environ;
 
@@ -39,6 +48,8 @@ using testing::ShellNode;
 using testing::StackJson;
 using testing::WaitUntil;
 using testing::WriteFile;
+using tether::testing::RunAsNobody;
+using tether::testing::ScopedGroup;
 
 constexpr milliseconds kGenerous{10000};
 
@@ -168,6 +179,114 @@ TEST(LauncherAsRoot, NodeOfAnotherUserDiesWithASigkilledLauncher) {
   ::waitpid(launcher, &status, 0);
   ASSERT_GT(node, 0);
   EXPECT_TRUE(WaitUntil([&] { return ProcessGone(node); }, kGenerous));
+}
+
+// Options to launch `stack_json` (written into a fresh folder) at `where`.
+LaunchOptions OptionsFor(const std::string& stack_json,
+                         const shm::ChannelOptions& where) {
+  const std::string dir = testing::MakeTempDir();
+  WriteFile(dir + "/stack.json", stack_json);
+  LaunchOptions options;
+  options.stack_path = dir + "/stack.json";
+  options.channels = where;
+  // The runfiles root: the demo schema's types are named from there.
+  char cwd[4096];
+  options.working_directory = ::getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".";
+  options.base_env = {"PATH=/usr/bin:/bin"};
+  return options;
+}
+
+std::string ModeOf(const std::string& path, gid_t* gid = nullptr) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return "(none)";
+  if (gid != nullptr) *gid = st.st_gid;
+  char text[8];
+  std::snprintf(text, sizeof(text), "%04o", st.st_mode & 07777);
+  return text;
+}
+
+// The folders a launcher makes itself (for its lock, before any channel)
+// get what docs/security.md promises, whatever the umask: a member of the
+// stack's group lists the channels and reads them.
+TEST(LauncherAsRoot, FreshFoldersOfAGroupStackLetItsGroupListAndRead) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to drop to nobody";
+  ScopedGroup group;
+  if (::getgrnam(group.name().c_str()) == nullptr) {
+    GTEST_SKIP() << "no groupadd here: a stack names its group by name";
+  }
+  shm::testing::ScopedRoot scratch;
+  // Every folder is new: <scratch>/adv is the root, g the instance.
+  shm::ChannelOptions where;
+  where.root = scratch.root() + "/adv";
+  where.instance = "g";
+  const std::string instance = where.root + "/g";
+  const std::string stack = testing::WithDemoSchema(StackJson(
+      {R"({"name": "/robot/state", "type": "examples/demo.capnp:ImuSample",
+           "maxSize": 256, "queueDepth": 8, "mode": "0640", "group": ")" +
+       group.name() + R"("})"},
+      {ShellNode("n", "exit 0")}));
+  std::ostringstream out, err;
+  const mode_t umask_was = ::umask(027);  // narrower than any folder's mode
+  absl::StatusOr<std::unique_ptr<Launcher>> launcher =
+      Launcher::Create(OptionsFor(stack, where), nullptr, out, err);
+  ::umask(umask_was);
+  ASSERT_TRUE(launcher.ok()) << launcher.status();
+
+  // Above the instance: 1777, like /dev/shm. The instance: the group
+  // enters and lists, its files inherit the group, others stay out.
+  EXPECT_EQ(ModeOf(scratch.root()), "1777");
+  EXPECT_EQ(ModeOf(where.root), "1777");
+  gid_t gid = 0;
+  EXPECT_EQ(ModeOf(instance, &gid), "2750");
+  EXPECT_EQ(gid, group.gid());
+  EXPECT_EQ(ModeOf(shm::Channel::PathFor(where, "/robot/state"), &gid),
+            "0640");
+  EXPECT_EQ(gid, group.gid());
+
+  // Root publishes; a member of the group lists, opens and reads.
+  auto channel = shm::Channel::Open(where, "/robot/state");
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  auto publisher = shm::Publisher::Create(channel->get());
+  ASSERT_TRUE(publisher.ok()) << publisher.status();
+  std::memcpy((*publisher)->Loan().data(), "hello", 5);
+  ASSERT_EQ((*publisher)->Send(5).status, shm::SendStatus::kOk);
+  const int rc = RunAsNobody({group.gid()}, [&] {
+    absl::StatusOr<std::vector<std::string>> names = shm::Channel::List(where);
+    if (!names.ok()) {
+      std::fprintf(stderr, "child: list: %s\n",
+                   std::string(names.status().message()).c_str());
+      return 1;
+    }
+    if (*names != std::vector<std::string>{"/robot/state",
+                                           kLauncherStatusChannel}) {
+      return 2;
+    }
+    // As `tether list` reads them: every channel opens and checks clean.
+    absl::StatusOr<std::vector<transport::ChannelSummary>> listed =
+        transport::ListChannels(where);
+    if (!listed.ok() || listed->size() != 2) return 3;
+    for (const transport::ChannelSummary& c : *listed) {
+      if (!c.error.empty() || !c.corruption.empty()) {
+        std::fprintf(stderr, "child: %s: %s%s\n", c.name.c_str(),
+                     c.error.c_str(), c.corruption.c_str());
+        return 4;
+      }
+    }
+    auto c = shm::Channel::Open(where, "/robot/state");
+    if (!c.ok() || (*c)->data_writable() || !(*c)->reader_state_writable()) {
+      return 5;
+    }
+    auto reader = shm::Reader::Create(
+        c->get(), {.pin = true, .start = shm::ReaderOptions::Start::kOldest});
+    if (!reader.ok()) return 6;
+    shm::MessageView v;
+    if ((*reader)->Next(&v) != shm::ReadStatus::kOk || v.data.size() != 5 ||
+        std::memcmp(v.data.data(), "hello", 5) != 0) {
+      return 7;
+    }
+    return 0;
+  });
+  EXPECT_EQ(rc, 0) << "a member of the stack's group could not list and read";
 }
 
 }  // namespace
