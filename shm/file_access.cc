@@ -95,6 +95,21 @@ std::string AccessFix(const std::string& path, const std::string& verb) {
     }
     return "check ACLs or the folder's permissions";
   }
+  if ((st.st_mode & group_bit) != 0 && st.st_gid == 0) {
+    // Group root is what a file gets when nobody gave it a group (root made
+    // it for a stack that names none): joining it is never the fix.
+    const std::string advice =
+        "its group is root, not a group of the stack's own, and joining "
+        "group root would give you far more than this stack: have the "
+        "stack's config give its channels a group of their own (\"group\")";
+    if (S_ISDIR(st.st_mode)) {
+      return absl::StrCat(
+          advice, ", which tether gives the instance folders it makes (root "
+          "can give this one that group: chgrp GROUP ", path, " && chmod g+s ",
+          path, "), then ask for membership of that group");
+    }
+    return absl::StrCat(advice, ", then ask for membership of that group");
+  }
   if ((st.st_mode & group_bit) != 0) {
     return absl::StrCat("ask for membership of group ", group,
                         " (usermod -aG ", group, " ", UserName(::geteuid()),

@@ -33,7 +33,8 @@ std::string DescribeSelf();
 // "mode 0640, owner root, group tether": the file as ls -l shows it.
 std::string DescribeFile(const std::string& path);
 // What to do so this process can `verb` ("read", "write") `path`: join the
-// file's group, or have the stack's config open it up.
+// file's group (never group root: then give the stack a group), or have
+// the stack's config open it up.
 std::string AccessFix(const std::string& path, const std::string& verb);
 
 // PermissionDenied for `verb` on `path`: names the first directory on the

@@ -201,6 +201,43 @@ TEST_F(SharedAccess, NoAccessNamesTheFolderTheGroupAndWhoWeAre) {
   EXPECT_EQ(rc, 0);
 }
 
+// A stack whose channels name no group gets folders of group root (root
+// launched it). Joining group root is never the advice: giving the stack's
+// channels a group of their own is, and how to give it to this folder.
+TEST_F(SharedAccess, AFolderOfGroupRootNeverAdvisesJoiningRoot) {
+  root_.options().mode = 0640;
+  auto made = Channel::OpenOrCreate(root_.options(), "/robot/state", kParams);
+  ASSERT_TRUE(made.ok()) << made.status();
+  const std::string dir = root_.root() + "/test";
+  struct stat st;
+  ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+  ASSERT_EQ(st.st_gid, 0u);
+  ASSERT_EQ(st.st_mode & 07777, 0750u) << std::oct << (st.st_mode & 07777);
+  const int rc = RunAsNobody({}, [&] {
+    auto listed = Channel::List(root_.options());
+    CHILD_CHECK(!listed.ok() && absl::IsPermissionDenied(listed.status()), 1);
+    auto opened = Channel::Open(root_.options(), "/robot/state");
+    CHILD_CHECK(!opened.ok() && absl::IsPermissionDenied(opened.status()), 2);
+    for (const absl::Status& s : {listed.status(), opened.status()}) {
+      const std::string m(s.message());
+      std::fprintf(stderr, "child saw: %s\n", m.c_str());
+      CHILD_CHECK(m.find("mode 0750, owner root, group root") !=
+                      std::string::npos,
+                  3);
+      CHILD_CHECK(m.find("membership of group root") == std::string::npos, 4);
+      CHILD_CHECK(m.find("usermod -aG root") == std::string::npos, 5);
+      CHILD_CHECK(m.find("a group of their own (\"group\")") !=
+                      std::string::npos,
+                  6);
+      CHILD_CHECK(m.find("chgrp GROUP " + dir + " && chmod g+s " + dir) !=
+                      std::string::npos,
+                  7);
+    }
+    return 0;
+  });
+  EXPECT_EQ(rc, 0);
+}
+
 TEST_F(SharedAccess, NoAccessToTheFileItselfNamesTheFileAndTheFix) {
   // Folder open to others (the reader state is 0664), the data file not.
   MakeChannel(0640, 0664);
