@@ -139,10 +139,10 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::OpenOrCreate(
     // the filesystem (and RAM, on tmpfs) before failing.
     const uint64_t data_size = Layout::For(params, metadata.size()).total;
     const uint64_t state_size = StateLayout::For(params).total;
-    struct statvfs fs;
-    if (::statvfs(dir.c_str(), &fs) == 0 &&
-        data_size + state_size > uint64_t{fs.f_bavail} * fs.f_frsize) {
-      return NoSpaceStatus(name_str, dir, data_size + state_size);
+    if (std::optional<FreeSpace> free = FreeSpaceOf(dir); free.has_value()) {
+      const uint64_t space =
+          SpaceFor(params, metadata.size(), free->block_size);
+      if (space > free->bytes) return NoSpaceStatus(name_str, dir, space);
     }
     const uint64_t nonce = NewNonce();
     const OwnerToken creator = CurrentProcessToken();
@@ -505,6 +505,22 @@ uint64_t Channel::FileSizeFor(const QueueParams& params,
                               uint32_t metadata_size) {
   return Layout::For(params, metadata_size).total +
          StateLayout::For(params).total;
+}
+
+uint64_t Channel::SpaceFor(const QueueParams& params, uint32_t metadata_size,
+                           uint64_t block_size) {
+  const uint64_t b = block_size == 0 ? 1 : block_size;
+  auto blocks = [b](uint64_t bytes) { return (bytes + b - 1) / b * b; };
+  return blocks(Layout::For(params, metadata_size).total) +
+         blocks(StateLayout::For(params).total);
+}
+
+std::optional<FreeSpace> FreeSpaceOf(const std::string& dir) {
+  struct statvfs fs;
+  if (::statvfs(dir.c_str(), &fs) != 0) return std::nullopt;
+  const uint64_t block = fs.f_frsize != 0 ? fs.f_frsize : fs.f_bsize;
+  return FreeSpace{.bytes = uint64_t{fs.f_bavail} * block,
+                   .block_size = block == 0 ? 1 : block};
 }
 
 

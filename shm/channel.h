@@ -238,6 +238,13 @@ class Channel {
   static uint64_t FileSizeFor(const QueueParams& params,
                               uint32_t metadata_size);
 
+  // What the two files of such a channel take on a filesystem that
+  // allocates in blocks of `block_size` bytes (FreeSpace::block_size): each
+  // file's size (FileSizeFor's two parts) rounded up to whole blocks -- what
+  // creating it takes from the free space. Any thread; RT-safe.
+  static uint64_t SpaceFor(const QueueParams& params, uint32_t metadata_size,
+                           uint64_t block_size);
+
   const std::string& name() const { return name_; }
   const std::string& path() const { return path_; }
   // The reader-state file (<path>@readers.<nonce>).
@@ -446,6 +453,19 @@ class Channel {
   mutable std::atomic<int> corrupt_state_{0};
   mutable char corruption_[240] = {};
 };
+
+// The free space of a filesystem, as statvfs(2) gives it.
+struct FreeSpace {
+  // Bytes an unprivileged process may still use (f_bavail blocks).
+  uint64_t bytes = 0;
+  // The unit files are allocated in (f_frsize; f_bsize on a filesystem that
+  // leaves f_frsize 0): every file takes a whole number of them.
+  uint64_t block_size = 1;
+};
+
+// The free space of the filesystem holding `dir` (which must exist), or
+// nullopt when statvfs fails. Setup only.
+std::optional<FreeSpace> FreeSpaceOf(const std::string& dir);
 
 // Why `what_needs` `bytes` (e.g. "channel /robot/imu needs") does not fit in
 // the filesystem of `dir`, with what is free there and how to make room

@@ -129,15 +129,15 @@ absl::StatusOr<std::unique_ptr<ChannelHandle>> ChannelHandle::Create(
 
 absl::StatusOr<uint64_t> ChannelHandle::BytesToCreate(
     const shm::ChannelOptions& options, config::Channel::Reader channel,
-    const SchemaRegistry& schemas) {
+    const SchemaRegistry& schemas, uint64_t block_size) {
   absl::StatusOr<CreatePlan> plan = PlanCreate(options, channel, schemas);
   if (!plan.ok()) return plan.status();
   struct stat st;
   if (::stat(shm::Channel::PathFor(options, plan->name).c_str(), &st) == 0) {
     return 0;
   }
-  return shm::Channel::FileSizeFor(plan->params,
-                                   plan->metadata_bytes().size());
+  return shm::Channel::SpaceFor(plan->params, plan->metadata_bytes().size(),
+                                block_size);
 }
 
 absl::StatusOr<std::unique_ptr<ChannelHandle>> ChannelHandle::Open(

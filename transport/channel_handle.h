@@ -38,12 +38,14 @@ class ChannelHandle {
   static absl::StatusOr<shm::ChannelOptions> FileOptions(
       const shm::ChannelOptions& options, config::Channel::Reader channel);
 
-  // The bytes of shared memory creating `channel` would reserve (its file
-  // size), or 0 if its file exists already (Create would open it). Errors
-  // as Create's for a bad entry. Setup only.
+  // The bytes of shared memory creating `channel` would take from a
+  // filesystem that allocates in blocks of `block_size` (its files' sizes,
+  // each rounded up to whole blocks: shm::Channel::SpaceFor), or 0 if its
+  // file exists already (Create would open it). Errors as Create's for a
+  // bad entry. Setup only.
   static absl::StatusOr<uint64_t> BytesToCreate(
       const shm::ChannelOptions& options, config::Channel::Reader channel,
-      const SchemaRegistry& schemas);
+      const SchemaRegistry& schemas, uint64_t block_size);
 
   // Opens an existing channel by name, reading its type and schema from the
   // file (for tools: echo, pub, stat, the logger). Setup only.

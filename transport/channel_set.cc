@@ -1,10 +1,10 @@
 #include "transport/channel_set.h"
 
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 
 #include <cerrno>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,24 +28,25 @@ std::string ExistingFolder(std::filesystem::path path) {
 // Refuses, before anything is created, a stack whose new channels together
 // do not fit in the free space of the root's filesystem: created one by one,
 // the first channels would fill it and the last would fail, leaving a full
-// filesystem behind.
+// filesystem behind. Each file counts as what it takes there: its size
+// rounded up to the filesystem's blocks.
 absl::Status CheckStackFits(const shm::ChannelOptions& options,
                             const StackConfig& stack,
                             const SchemaRegistry& schemas) {
+  const std::string dir =
+      ExistingFolder(std::filesystem::path(options.root) / options.instance);
+  const std::optional<shm::FreeSpace> free = shm::FreeSpaceOf(dir);
+  if (!free.has_value()) return absl::OkStatus();
   uint64_t needed = 0;
   int new_channels = 0;
   for (config::Channel::Reader c : stack.channels()) {
     absl::StatusOr<uint64_t> bytes =
-        ChannelHandle::BytesToCreate(options, c, schemas);
+        ChannelHandle::BytesToCreate(options, c, schemas, free->block_size);
     if (!bytes.ok()) return bytes.status();
     needed += *bytes;
     new_channels += *bytes > 0 ? 1 : 0;
   }
-  const std::string dir =
-      ExistingFolder(std::filesystem::path(options.root) / options.instance);
-  struct statvfs fs;
-  if (needed == 0 || ::statvfs(dir.c_str(), &fs) != 0) return absl::OkStatus();
-  if (needed <= uint64_t{fs.f_bavail} * fs.f_frsize) return absl::OkStatus();
+  if (needed <= free->bytes) return absl::OkStatus();
   return shm::NoSpaceError(
       absl::StrCat("the stack (instance ", options.instance, ") has ",
                    new_channels, " new channel", new_channels == 1 ? "" : "s",
