@@ -176,8 +176,17 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::OpenOrCreate(
     if (linked == 0) {
       // What creators that died between their two links left behind.
       RemoveStateFiles(dir, escaped, nonce, /*only_dead_creators=*/true);
-      return Map(options, name_str, path, data->fd, /*writable=*/true, params,
-                 metadata);
+      absl::StatusOr<std::unique_ptr<Channel>> made =
+          Map(options, name_str, path, data->fd, /*writable=*/true, params,
+              metadata);
+      if (!made.ok()) {
+        // Made but unusable: ours to take back, unless someone opened it.
+        absl::StatusOr<bool> busy = InUse(options, name);
+        if (busy.ok() && !*busy) (void)Remove(options, name);
+        return made.status();
+      }
+      (*made)->created_ = true;
+      return made;
     }
     ::close(data->fd);
     ::unlink(state_path.c_str());  // ours, and nobody's now

@@ -263,6 +263,10 @@ class Channel {
   // the file's mode, owner and group, what to ask for); empty when the
   // reader state is writable. Setup only (allocates).
   std::string GuestReason() const;
+  // True when this handle's OpenOrCreate made the channel's files (false
+  // when it opened existing ones): what a caller whose setup fails may take
+  // back (Remove). Any thread.
+  bool created() const { return created_; }
   std::span<const std::byte> metadata() const { return metadata_; }
 
   // --- corruption (sticky, per handle) -------------------------------------
@@ -428,6 +432,7 @@ class Channel {
   std::byte* state_base_ = nullptr;
   size_t state_size_ = 0;
   bool state_writable_ = false;
+  bool created_ = false;
   internal::ChannelHeader* header_ = nullptr;
   internal::ReaderStateHeader* state_header_ = nullptr;
   uint64_t nonce_ = 0;

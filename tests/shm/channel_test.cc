@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -251,6 +253,34 @@ TEST(Channel, PrefaultAndLockMemoryMapTheChannel) {
   }
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_GT((*c)->Stats().file_size, 8u * 128u);
+}
+
+// A channel made but then not mappable (here: mlock refused, with no
+// RLIMIT_MEMLOCK to spare) is taken back: no file of it is left.
+TEST(Channel, AChannelThatCannotBeMappedAfterCreationLeavesNoFile) {
+  ScopedRoot root;
+  root.options().lock_memory = true;
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const rlimit none{0, 0};
+    if (::setrlimit(RLIMIT_MEMLOCK, &none) != 0) ::_exit(2);
+    auto c = Channel::OpenOrCreate(root.options(), "/c", SmallParams());
+    if (c.ok()) ::_exit(3);  // CAP_IPC_LOCK: mlock ignores the limit
+    ::_exit(c.status().code() == absl::StatusCode::kPermissionDenied ? 0 : 4);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 3) {
+    GTEST_SKIP() << "this process may mlock beyond RLIMIT_MEMLOCK";
+  }
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(
+           root.root() + "/" + root.options().instance)) {
+    left.push_back(e.path().filename().string());
+  }
+  EXPECT_THAT(left, ::testing::IsEmpty());
 }
 
 TEST(Channel, SizeIsSlotsPlusASmallFixedOverhead) {
