@@ -70,6 +70,9 @@ class ChannelHandle {
   const std::string& reader_state_path() const {
     return shm_->reader_state_path();
   }
+  // Create made the channel (false: it opened one that existed): a caller
+  // whose setup fails may remove it. Any thread.
+  bool created() const { return shm_->created(); }
   // This process may publish (it can write the data file). Any thread.
   bool writable() const { return shm_->data_writable(); }
   // This process reads as a guest: it cannot write the reader-state file,

@@ -1,6 +1,7 @@
 #include "transport/channel_set.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <filesystem>
@@ -25,31 +26,41 @@ std::string ExistingFolder(std::filesystem::path path) {
   return path.empty() ? "." : path.string();
 }
 
-// Refuses, before anything is created, a stack whose new channels together
-// do not fit in the free space of the root's filesystem: created one by one,
-// the first channels would fill it and the last would fail, leaving a full
-// filesystem behind. Each file counts as what it takes there: its size
+// Refuses, before anything is created, channels (a stack's and the
+// caller's `more`) that together do not fit in the free space of the root's
+// filesystem: created one by one, the first channels would fill it and the
+// last would fail. Each file counts as what it takes there: its size
 // rounded up to the filesystem's blocks.
-absl::Status CheckStackFits(const shm::ChannelOptions& options,
-                            const StackConfig& stack,
-                            const SchemaRegistry& schemas) {
+absl::Status CheckStackFits(
+    const shm::ChannelOptions& options,
+    const std::vector<config::Channel::Reader>& channels, size_t more,
+    const SchemaRegistry& schemas) {
   const std::string dir =
       ExistingFolder(std::filesystem::path(options.root) / options.instance);
   const std::optional<shm::FreeSpace> free = shm::FreeSpaceOf(dir);
   if (!free.has_value()) return absl::OkStatus();
   uint64_t needed = 0;
   int new_channels = 0;
-  for (config::Channel::Reader c : stack.channels()) {
-    absl::StatusOr<uint64_t> bytes =
-        ChannelHandle::BytesToCreate(options, c, schemas, free->block_size);
+  std::vector<std::string> new_more;
+  for (size_t i = 0; i < channels.size(); ++i) {
+    absl::StatusOr<uint64_t> bytes = ChannelHandle::BytesToCreate(
+        options, channels[i], schemas, free->block_size);
     if (!bytes.ok()) return bytes.status();
+    if (*bytes == 0) continue;
     needed += *bytes;
-    new_channels += *bytes > 0 ? 1 : 0;
+    ++new_channels;
+    if (i >= channels.size() - more) {
+      new_more.push_back(channels[i].getName().cStr());
+    }
   }
   if (needed <= free->bytes) return absl::OkStatus();
   return shm::NoSpaceError(
       absl::StrCat("the stack (instance ", options.instance, ") has ",
                    new_channels, " new channel", new_channels == 1 ? "" : "s",
+                   new_more.empty()
+                       ? ""
+                       : absl::StrCat(" (with ", absl::StrJoin(new_more, ", "),
+                                      ")"),
                    " that together need"),
       dir, needed);
 }
@@ -76,10 +87,18 @@ absl::StatusOr<shm::ChannelOptions> ChannelSet::FolderOptions(
 
 absl::StatusOr<std::unique_ptr<ChannelSet>> ChannelSet::Create(
     const shm::ChannelOptions& options, const StackConfig& stack,
-    const SchemaRegistry& schemas) {
-  if (absl::Status fits = CheckStackFits(options, stack, schemas); !fits.ok()) {
+    const SchemaRegistry& schemas,
+    std::span<const config::Channel::Reader> more) {
+  std::vector<config::Channel::Reader> channels;
+  for (config::Channel::Reader c : stack.channels()) channels.push_back(c);
+  channels.insert(channels.end(), more.begin(), more.end());
+  if (absl::Status fits =
+          CheckStackFits(options, channels, more.size(), schemas);
+      !fits.ok()) {
     return fits;
   }
+  std::unique_ptr<ChannelSet> set(new ChannelSet());
+  set->options_ = options;
   // A missing folder is made for the whole stack, not for whichever channel
   // comes first. One that exists is left to the channels to check (opening
   // one names the folder a reader may not enter, and why).
@@ -91,16 +110,34 @@ absl::StatusOr<std::unique_ptr<ChannelSet>> ChannelSet::Create(
     absl::StatusOr<std::vector<std::string>> made =
         shm::Channel::MakeInstanceFolder(*folder);
     if (!made.ok()) return made.status();
+    set->made_folders_ = std::move(*made);
   }
-  std::unique_ptr<ChannelSet> set(new ChannelSet());
-  set->options_ = options;
-  for (config::Channel::Reader c : stack.channels()) {
+  for (config::Channel::Reader c : channels) {
     absl::StatusOr<std::unique_ptr<ChannelHandle>> h =
         ChannelHandle::Create(options, c, schemas);
-    if (!h.ok()) return h.status();
+    if (!h.ok()) {
+      // A stack half made is worse than none: take back what this call made.
+      set->Abandon();
+      return h.status();
+    }
+    if ((*h)->created()) set->created_.push_back(c.getName().cStr());
     set->channels_[c.getName().cStr()] = std::move(*h);
   }
   return set;
+}
+
+void ChannelSet::Abandon() {
+  for (const std::string& name : created_) {
+    channels_.erase(name);  // Unmapped: our own lock no longer counts.
+    absl::StatusOr<bool> busy = shm::Channel::InUse(options_, name);
+    if (busy.ok() && !*busy) (void)shm::Channel::Remove(options_, name);
+  }
+  created_.clear();
+  channels_.clear();
+  for (auto it = made_folders_.rbegin(); it != made_folders_.rend(); ++it) {
+    if (::rmdir(it->c_str()) != 0) break;  // Not empty: someone else's too.
+  }
+  made_folders_.clear();
 }
 
 absl::StatusOr<ChannelHandle*> ChannelSet::Find(const std::string& name) const {
