@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "capnp/message.h"
 #include "tools/instance_lock.h"
 #include "tools/launch_plan.h"
 #include "tools/launcher_status.capnp.h"
@@ -164,8 +165,17 @@ absl::Status Launcher::Impl::Prepare() {
 
 // Only now, with every node checked, is anything created.
 absl::Status Launcher::Impl::CreateChannels() {
+  // The status channel is made with the stack's: it counts in the up-front
+  // space check, and a failure of either takes both back.
+  capnp::MallocMessageBuilder status_config;
+  std::vector<transport::config::Channel::Reader> more;
+  if (options_.status_channel) {
+    more.push_back(
+        StatusPublisher::ChannelConfig(schemas_.get(), &status_config));
+  }
   absl::StatusOr<std::unique_ptr<transport::ChannelSet>> channels =
-      transport::ChannelSet::Create(options_.channels, *plan_.stack, *schemas_);
+      transport::ChannelSet::Create(options_.channels, *plan_.stack, *schemas_,
+                                    more);
   if (!channels.ok()) {
     return absl::Status(channels.status().code(),
                         absl::StrCat("creating the stack's channels: ",
@@ -188,16 +198,27 @@ absl::Status Launcher::Impl::CreateChannels() {
                                      corrupt.message()));
   }
   channels_ = std::move(*channels);
+  transport::ChannelHandle* status_channel = nullptr;
+  if (options_.status_channel) {
+    absl::StatusOr<transport::ChannelHandle*> found =
+        channels_->Find(kLauncherStatusChannel);
+    if (!found.ok()) return found.status();  // Create made it: never.
+    status_channel = *found;
+  }
   absl::StatusOr<std::unique_ptr<StatusPublisher>> publisher =
       StatusPublisher::Create({options_.channels, options_.status_channel,
                                options_.status_json_path},
-                              schemas_.get(),
+                              status_channel,
                               [this](const std::string& w) { Warn(w); });
-  if (!publisher.ok()) return publisher.status();
+  if (!publisher.ok()) {
+    channels_->Abandon();
+    channels_.reset();
+    return publisher.status();
+  }
   status_publisher_ = std::move(*publisher);
+  const size_t count = plan_.stack->channels().size();
   Say(absl::StrCat(
-      "created ", channels_->channels().size(), " channel",
-      channels_->channels().size() == 1 ? "" : "s", " in ",
+      "created ", count, " channel", count == 1 ? "" : "s", " in ",
       (fs::path(options_.channels.root) / options_.channels.instance).string(),
       options_.status_channel
           ? absl::StrCat(" (and ", kLauncherStatusChannel, ")")

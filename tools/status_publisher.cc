@@ -48,17 +48,12 @@ wire::NodeState WireState(NodeState state) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<StatusPublisher>> StatusPublisher::Create(
-    const StatusPublisherOptions& options, transport::SchemaRegistry* schemas,
-    WarnFn warn) {
-  std::unique_ptr<StatusPublisher> publisher(
-      new StatusPublisher(options, std::move(warn)));
-  if (!options.channel) return publisher;
+transport::config::Channel::Reader StatusPublisher::ChannelConfig(
+    transport::SchemaRegistry* schemas, capnp::MessageBuilder* message) {
   if (!schemas->Find(capnp::typeId<wire::LauncherStatus>()).has_value()) {
     schemas->Register<wire::LauncherStatus>();
   }
-  capnp::MallocMessageBuilder message;
-  auto c = message.initRoot<transport::config::Channel>();
+  auto c = message->initRoot<transport::config::Channel>();
   c.setName(kLauncherStatusChannel);
   c.setType(schemas->NameOf(capnp::typeId<wire::LauncherStatus>()));
   c.setMaxSize(kStatusMaxSize);
@@ -68,16 +63,17 @@ absl::StatusOr<std::unique_ptr<StatusPublisher>> StatusPublisher::Create(
   c.setMaxPublishers(1);
   c.setMaxPinned(4);
   c.setMode("0664");
-  absl::StatusOr<std::unique_ptr<transport::ChannelHandle>> handle =
-      transport::ChannelHandle::Create(options.channels, c.asReader(),
-                                       *schemas);
-  if (!handle.ok()) {
-    return absl::Status(handle.status().code(),
-                        absl::StrCat("creating the status channel: ",
-                                     handle.status().message()));
-  }
+  return c.asReader();
+}
+
+absl::StatusOr<std::unique_ptr<StatusPublisher>> StatusPublisher::Create(
+    const StatusPublisherOptions& options, transport::ChannelHandle* channel,
+    WarnFn warn) {
+  std::unique_ptr<StatusPublisher> publisher(
+      new StatusPublisher(options, std::move(warn)));
+  if (!options.channel) return publisher;
   absl::StatusOr<std::unique_ptr<transport::Publisher<wire::LauncherStatus>>>
-      pub = transport::Publisher<wire::LauncherStatus>::Create(handle->get());
+      pub = transport::Publisher<wire::LauncherStatus>::Create(channel);
   if (!pub.ok()) {
     if (absl::IsResourceExhausted(pub.status())) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -88,7 +84,6 @@ absl::StatusOr<std::unique_ptr<StatusPublisher>> StatusPublisher::Create(
     }
     return pub.status();
   }
-  publisher->channel_ = std::move(*handle);
   publisher->publisher_ = std::move(*pub);
   return publisher;
 }

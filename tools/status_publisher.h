@@ -10,10 +10,12 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "capnp/message.h"
 #include "shm/channel.h"
 #include "tools/launcher_status.capnp.h"
 #include "tools/stack_status.h"
 #include "transport/channel_handle.h"
+#include "transport/config.capnp.h"
 #include "transport/schema_registry.h"
 #include "transport/typed_endpoints.h"
 
@@ -38,13 +40,22 @@ class StatusPublisher {
   // Prints a warning line (the launcher's err stream).
   using WarnFn = std::function<void(const std::string&)>;
 
-  // With options.channel, creates (or opens) kLauncherStatusChannel: a fixed
-  // shape so every launcher of an instance agrees on it, one publisher so a
-  // second launcher of the same instance is refused (FailedPrecondition,
-  // saying so), LauncherStatus registered in `schemas` if it is not there.
-  // Setup; blocks on shm I/O; allocates.
+  // The stack config entry of kLauncherStatusChannel, built in `message`:
+  // a fixed shape so every launcher of an instance agrees on it, one
+  // publisher so a second launcher of the same instance is refused.
+  // Registers LauncherStatus in `schemas` if it is not there. The launcher
+  // creates the channel with the stack's (transport::ChannelSet::Create's
+  // `more`), so that it counts in the up-front space check and is taken
+  // back with them. Setup; allocates.
+  static transport::config::Channel::Reader ChannelConfig(
+      transport::SchemaRegistry* schemas, capnp::MessageBuilder* message);
+
+  // With options.channel, publishes on `channel`, the status channel made
+  // from ChannelConfig, which must outlive the publisher (without it,
+  // `channel` is unused and may be null). FailedPrecondition, saying so,
+  // when another launcher publishes there. Setup; allocates.
   static absl::StatusOr<std::unique_ptr<StatusPublisher>> Create(
-      const StatusPublisherOptions& options, transport::SchemaRegistry* schemas,
+      const StatusPublisherOptions& options, transport::ChannelHandle* channel,
       WarnFn warn);
   StatusPublisher(const StatusPublisher&) = delete;
   StatusPublisher& operator=(const StatusPublisher&) = delete;
@@ -61,7 +72,6 @@ class StatusPublisher {
 
   const StatusPublisherOptions options_;
   const WarnFn warn_;
-  std::unique_ptr<transport::ChannelHandle> channel_;
   std::unique_ptr<transport::Publisher<wire::LauncherStatus>> publisher_;
   bool json_warned_ = false;
 };

@@ -1,10 +1,12 @@
 // What only real root can check (the target is tagged no-sandbox: Bazel's
-// sandbox is a user namespace where setuid to other users and SCHED_FIFO
-// fail): a node runs as the configured user, with the configured real-time
-// policy, priority and CPUs, and still dies with a SIGKILLed launcher after
-// its user switch (which clears the parent-death signal until re-armed);
-// the folders a launcher makes for a group stack let another user of the
-// group list and read its channels. Skipped when not root.
+// sandbox is a user namespace where setuid to other users, SCHED_FIFO and
+// mount fail): a node runs as the configured user, with the configured
+// real-time policy, priority and CPUs, and still dies with a SIGKILLed
+// launcher after its user switch (which clears the parent-death signal
+// until re-armed); the folders a launcher makes for a group stack let
+// another user of the group list and read its channels; a stack that fits
+// its filesystem only without the launcher's status channel is refused
+// before anything is made. Skipped when not root.
 #include <fcntl.h>
 #include <grp.h>
 #include <sched.h>
@@ -16,6 +18,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -30,6 +33,7 @@
 #include "tests/shm/shm_test_util.h"
 #include "tests/tools/json_test_parser.h"
 #include "tests/tools/launch_test_util.h"
+#include "tests/util/scoped_tmpfs.h"
 #include "tools/launcher.h"
 #include "tools/node_process.h"
 #include "tools/status_publisher.h"
@@ -42,6 +46,7 @@ namespace {
 
 using std::chrono::milliseconds;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::ProcessGone;
 using testing::ReadFile;
 using testing::ShellNode;
@@ -50,6 +55,7 @@ using testing::WaitUntil;
 using testing::WriteFile;
 using tether::testing::RunAsNobody;
 using tether::testing::ScopedGroup;
+using tether::testing::ScopedTmpfs;
 
 constexpr milliseconds kGenerous{10000};
 
@@ -287,6 +293,58 @@ TEST(LauncherAsRoot, FreshFoldersOfAGroupStackLetItsGroupListAndRead) {
     return 0;
   });
   EXPECT_EQ(rc, 0) << "a member of the stack's group could not list and read";
+}
+
+// The launcher adds its status channel to the stack's: the up-front space
+// check counts it too, so a filesystem that holds only the stack's channels
+// refuses the launch before anything is made, and stays empty.
+TEST(LauncherAsRoot, StackThatFitsOnlyWithoutTheStatusChannelIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount a tmpfs";
+  const std::string stack = testing::WithDemoSchema(
+      StackJson({testing::ImuChannel("/a"), testing::ImuChannel("/b")},
+                {ShellNode("n", "exit 0")}));
+  // What the stack's own channels take, launched without the status
+  // channel where there is room.
+  tether::testing::FolderUsage stack_only;
+  {
+    ScopedTmpfs roomy(16 << 20);
+    if (!roomy.ok()) {
+      GTEST_SKIP() << "cannot mount a tmpfs here (" << roomy.error() << ")";
+    }
+    shm::ChannelOptions where;
+    where.root = roomy.path();
+    where.instance = "s";
+    LaunchOptions options = OptionsFor(stack, where);
+    options.status_channel = false;
+    std::ostringstream out, err;
+    absl::StatusOr<std::unique_ptr<Launcher>> launcher =
+        Launcher::Create(options, nullptr, out, err);
+    ASSERT_TRUE(launcher.ok()) << launcher.status();
+    stack_only = tether::testing::UsageOf(roomy.path() + "/s");
+  }
+  ASSERT_GT(stack_only.taken, 0u);
+
+  // Exactly that much room: the stack's channels alone would fit.
+  ScopedTmpfs small(stack_only.taken);
+  ASSERT_TRUE(small.ok()) << small.error();
+  ASSERT_EQ(small.free_bytes(), stack_only.taken);
+  shm::ChannelOptions where;
+  where.root = small.path();
+  where.instance = "s";
+  std::ostringstream out, err;
+  absl::StatusOr<std::unique_ptr<Launcher>> launcher =
+      Launcher::Create(OptionsFor(stack, where), nullptr, out, err);
+  ASSERT_FALSE(launcher.ok()) << "launched a stack that does not fit";
+  EXPECT_TRUE(absl::IsResourceExhausted(launcher.status()))
+      << launcher.status();
+  const std::string message(launcher.status().message());
+  EXPECT_THAT(message, HasSubstr("has 3 new channels (with " +
+                                 std::string(kLauncherStatusChannel) +
+                                 ") that together need"));
+  EXPECT_THAT(message, HasSubstr("is free there"));
+  EXPECT_THAT(out.str(), Not(HasSubstr("created")));
+  EXPECT_TRUE(std::filesystem::is_empty(small.path()))
+      << "left behind in " << small.path() << " after: " << message;
 }
 
 }  // namespace

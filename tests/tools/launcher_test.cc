@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "capnp/message.h"
 #include "examples/demo.capnp.h"
 #include "examples/demo_schemas.h"
 #include "gmock/gmock.h"
@@ -34,7 +35,9 @@
 #include "tests/tools/json_test_parser.h"
 #include "tests/tools/launch_test_util.h"
 #include "tools/launcher_status.capnp.h"
+#include "tools/status_publisher.h"
 #include "transport/channel_handle.h"
+#include "transport/config.capnp.h"
 #include "transport/schema_registry.h"
 #include "transport/typed_endpoints.h"
 
@@ -780,6 +783,35 @@ TEST_F(LauncherTest, StackMayNotDeclareTheStatusChannel) {
   ASSERT_FALSE(launcher.ok());
   EXPECT_THAT(launcher.status().message(),
               HasSubstr("the launcher's own status channel"));
+}
+
+// A launch that fails after some of its channels were made (here: the
+// status channel an older launcher left has another shape) takes back the
+// channels it made and leaves what was there.
+TEST_F(LauncherTest, ALaunchThatFailsPartWayRemovesTheChannelsItMade) {
+  {
+    transport::SchemaRegistry schemas;
+    capnp::MallocMessageBuilder message;
+    StatusPublisher::ChannelConfig(&schemas, &message);
+    message.getRoot<transport::config::Channel>().setQueueDepth(16);
+    auto old = transport::ChannelHandle::Create(
+        root_.options(),
+        message.getRoot<transport::config::Channel>().asReader(), schemas);
+    ASSERT_TRUE(old.ok()) << old.status();
+  }
+  absl::StatusOr<std::unique_ptr<Launcher>> launcher = Create(Options(
+      StackJson({ImuChannel("/test/imu"), ImuChannel("/test/gyro")},
+                {ShellNode("n", "exit 0")})));
+  ASSERT_FALSE(launcher.ok());
+  EXPECT_THAT(launcher.status().message(), HasSubstr(kLauncherStatusChannel));
+  EXPECT_FALSE(FileExists(shm::Channel::PathFor(root_.options(), "/test/imu")));
+  EXPECT_FALSE(
+      FileExists(shm::Channel::PathFor(root_.options(), "/test/gyro")));
+  auto names = shm::Channel::List(root_.options());
+  ASSERT_TRUE(names.ok()) << names.status();
+  EXPECT_EQ(*names, std::vector<std::string>{kLauncherStatusChannel});
+  // Nor is the launcher's lock left: the next launch is not refused for it.
+  EXPECT_FALSE(FileExists(root_.root() + "/test/.launcher"));
 }
 
 TEST(LauncherFormat, SummaryAndExitDescriptions) {
