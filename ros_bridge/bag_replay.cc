@@ -156,6 +156,8 @@ absl::StatusOr<BagReplayResult> ReplayBag(ros1msg::BagReader& bag,
     h.origin_bridge = "rosbag replay";
     std::span<std::byte> loan = out.publisher->Loan();
     if (loan.empty()) {
+      // Counted in the channel's send_failures too, as a failed Send() is.
+      out.publisher->CountFailure(transport::PublishStatus::kNoLoan);
       ++result.dropped;
       continue;
     }

@@ -286,7 +286,10 @@ void Bridge::Impl::Tick() {
 void Bridge::Impl::PublishStatus() {
   if (status_publisher_ == nullptr) return;
   std::span<std::byte> loan = status_publisher_->Loan();
-  if (loan.empty()) return;
+  if (loan.empty()) {
+    status_publisher_->CountFailure(transport::PublishStatus::kNoLoan);
+    return;
+  }
   transport::SlotMessageBuilder builder(status_arena_.get(), loan,
                                        status_handle_->name());
   BridgeStatus::Builder st = builder.initRoot<BridgeStatus>();

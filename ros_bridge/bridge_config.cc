@@ -169,7 +169,12 @@ absl::Status LoadBridgeConfig(const std::string& path, BridgeOptions* options) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": maxSize ", options->max_size, " is too small; use >= 64"));
   }
-  return absl::OkStatus();
+  const uint32_t depth = options->queue_depth;
+  if (depth < 2 || (depth & (depth - 1)) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": queueDepth ", depth, " is not a power of two >= 2"));
+  }
+  return CheckNodeName(options->node_name, absl::StrCat(path, ": nodeName"));
 }
 
 absl::Status AddPairSpec(const std::string& spec, BridgeOptions* options) {
@@ -228,6 +233,27 @@ absl::Status AddPrefixSpec(const std::string& spec, BridgeOptions* options) {
     }
   }
   options->prefixes.push_back(std::move(p));
+  return absl::OkStatus();
+}
+
+absl::Status CheckNodeName(const std::string& name, const std::string& origin) {
+  auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, " \"", name, "\" is not a ROS node name: ", why,
+        "; use a letter, then letters, digits and '_' (e.g. tether_bridge)"));
+  };
+  if (name.empty()) return bad("it is empty");
+  auto letter = [](char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z');
+  };
+  if (!letter(name[0])) return bad("it does not start with a letter");
+  for (char ch : name) {
+    if (!letter(ch) && !(ch >= '0' && ch <= '9') && ch != '_') {
+      return bad(ch == '/' ? std::string("a node name has no namespace ('/')")
+                           : absl::StrCat("'", std::string(1, ch),
+                                          "' is not allowed in it"));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -31,6 +31,12 @@ absl::Status AddPrefixSpec(const std::string& spec, BridgeOptions* options);
 // itself aborts the process on a URI it cannot split. Any thread.
 absl::Status CheckMasterUri(const std::string& uri, const std::string& origin);
 
+// OK if ros::init takes `name` as a node name: a letter, then letters,
+// digits and '_' (no namespace: ros::init refuses '/' and aborts the
+// process on a name that is not a valid ROS name). Else InvalidArgument
+// saying why, with `origin` ("--node-name", "FILE: nodeName"). Any thread.
+absl::Status CheckNodeName(const std::string& name, const std::string& origin);
+
 // Where a node finds its channels: $TETHER_ROOT and $TETHER_INSTANCE (the
 // launcher sets them), else the defaults. For main() only (reads the
 // environment).

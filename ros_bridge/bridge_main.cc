@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> pairs, prefixes;
   std::string config;
   bool master_given = false;
+  std::set<std::string> given;  // the value flags given, which win over --config
   for (size_t i = 0; i < args.size(); ++i) {
     std::string a = args[i], value;
     const bool has_inline = a.rfind("--", 0) == 0 && a.find('=') != std::string::npos &&
@@ -124,22 +126,32 @@ int main(int argc, char** argv) {
         return Usage("--max-size " + v + " is not a size in bytes >= 64");
       }
       if (a == "--depth" &&
-          (!absl::SimpleAtoi(v, &options.queue_depth) || options.queue_depth < 2)) {
+          (!absl::SimpleAtoi(v, &options.queue_depth) ||
+           options.queue_depth < 2 ||
+           (options.queue_depth & (options.queue_depth - 1)) != 0)) {
         return Usage("--depth " + v + " is not a power of two >= 2");
       }
+      given.insert(a);
     } else {
       return Usage("unknown argument " + args[i]);
     }
   }
-  const std::string master_flag = options.master_uri;
-  const std::string node_flag = options.node_name;
   if (!config.empty()) {
+    // Flags win over the file: keep what they set, load, put it back.
+    const BridgeOptions flags = options;
     if (absl::Status s = LoadBridgeConfig(config, &options); !s.ok()) {
       return Usage(std::string(s.message()));
     }
-    // Flags win over the file.
-    if (master_given) options.master_uri = master_flag;
-    if (node_flag != "tether_bridge") options.node_name = node_flag;
+    if (master_given) options.master_uri = flags.master_uri;
+    if (given.count("--node-name")) options.node_name = flags.node_name;
+    if (given.count("--max-size")) options.max_size = flags.max_size;
+    if (given.count("--depth")) options.queue_depth = flags.queue_depth;
+  }
+  // ros::init aborts the process on a name it cannot take (the file's
+  // nodeName is checked as it is read).
+  if (absl::Status s = CheckNodeName(options.node_name, "--node-name");
+      given.count("--node-name") && !s.ok()) {
+    return Usage(std::string(s.message()));
   }
   for (const std::string& p : pairs) {
     if (absl::Status s = AddPairSpec(p, &options); !s.ok()) {

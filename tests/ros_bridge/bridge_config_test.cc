@@ -110,6 +110,26 @@ TEST(BridgeConfigFile, WrongValuesAreNamedToo) {
                         "of \"both\", \"rosToTether\", \"tetherToRos\""));
 }
 
+TEST(BridgeConfigFile, ANodeNameOrDepthRosOrTetherCannotTakeIsRefused) {
+  const std::string name =
+      Write("name.json", R"({"nodeName": "my-bridge", "pairs": [{"ros": "/a"}]})");
+  BridgeOptions o;
+  absl::Status s = LoadBridgeConfig(name, &o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(),
+              HasSubstr(name + ": nodeName \"my-bridge\" is not a ROS node "
+                        "name: '-' is not allowed in it"));
+  const std::string depth =
+      Write("depth.json", R"({"queueDepth": 6, "pairs": [{"ros": "/a"}]})");
+  s = LoadBridgeConfig(depth, &o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(),
+              HasSubstr(depth + ": queueDepth 6 is not a power of two >= 2"));
+  EXPECT_TRUE(CheckNodeName("tether_bridge2", "x").ok());
+  EXPECT_FALSE(CheckNodeName("", "x").ok());
+  EXPECT_FALSE(CheckNodeName("_a", "x").ok());
+}
+
 TEST(BridgeConfigFile, ANetBridgeConfigIsRecognised) {
   const std::string path = Write(
       "net.json", R"({"name": "t1", "channels": [{"name": "/robot/imu",

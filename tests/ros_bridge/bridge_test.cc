@@ -582,6 +582,22 @@ TEST_F(BridgeTest, MessageLargerThanTheChannelIsCountedAndExplained) {
   EXPECT_EQ(bridge->Stop(), 0);
 }
 
+// The flags given on the command line win over the --config file's
+// settings (maxSize and queueDepth were reset by the file).
+TEST_F(BridgeTest, FlagsWinOverTheConfigFile) {
+  const std::string config = testing::TmpDir() + "/flags_win.json";
+  std::ofstream(config) << R"({"maxSize": 4096, "queueDepth": 4,
+      "pairs": [{"ros": "/cfg", "tether": "/ros/cfg",
+                 "direction": "rosToTether"}]})";
+  auto bridge = StartBridge(
+      {"--config", config, "--max-size", "8192", "--depth", "32"});
+  auto h = WaitForChannel("/ros/cfg");
+  ASSERT_NE(h, nullptr) << bridge->Output();
+  EXPECT_EQ(h->max_size(), 8192u);
+  EXPECT_EQ(h->params().queue_depth, 32u);
+  EXPECT_EQ(bridge->Stop(), 0) << bridge->Output();
+}
+
 TEST(BridgeCommandLine, BadPairSaysWhatIsWrong) {
   RosGraph graph;  // not started: the bridge must fail before it needs one
   auto p = graph.Spawn({testing::Runfile("ros_bridge/ros_bridge"), "--pair",
@@ -669,6 +685,31 @@ TEST(BridgeCommandLine, FlagWithoutItsValueSaysSo) {
   EXPECT_EQ(last.code, 2) << last.output;
   EXPECT_NE(last.output.find("--master needs a value"), std::string::npos)
       << last.output;
+}
+
+// ros::init aborts (SIGABRT) on a node name it cannot take: refused first.
+TEST(BridgeCommandLine, ANodeNameRosCannotTakeIsRefusedBeforeRosSeesIt) {
+  const std::string root = testing::TmpDir() + "/shm_unused";
+  for (const auto& [name, why] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"1 bad", "does not start with a letter"},
+           {"ns/node", "no namespace"},
+           {"bad-name", "'-' is not allowed"}}) {
+    Outcome o = RunWithoutMaster({"--pair", "/a=/b", "--node-name", name,
+                                  "--master", "http://localhost:1",
+                                  "--root", root});
+    EXPECT_EQ(o.code, 2) << o.output;
+    EXPECT_NE(o.output.find("--node-name \"" + name +
+                            "\" is not a ROS node name"),
+              std::string::npos)
+        << o.output;
+    EXPECT_NE(o.output.find(why), std::string::npos) << o.output;
+  }
+  Outcome depth = RunWithoutMaster({"--pair", "/a=/b", "--depth", "12"});
+  EXPECT_EQ(depth.code, 2) << depth.output;
+  EXPECT_NE(depth.output.find("--depth 12 is not a power of two"),
+            std::string::npos)
+      << depth.output;
 }
 
 TEST(BridgeCommandLine, UnknownConfigFieldIsNamedWithWhereItIs) {
