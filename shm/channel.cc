@@ -58,6 +58,25 @@ using internal::StateNonce;
 using internal::StatePath;
 using internal::Unescape;
 
+// True if `fd` (the channel file at `path`) was made by another tether
+// build -- a layout version other than ours, from 2 on -- and no process
+// maps it: builds since layout 2 hold a shared flock on a channel file
+// while they map it, so an exclusive one we get says it is a leftover of a
+// stack that stopped (an upgrade). Takes that lock and leaves it with fd.
+bool IsUnusedOtherLayout(int fd, const std::string& path) {
+  ChannelHeader h;
+  if (::pread(fd, &h, sizeof(h), 0) != static_cast<ssize_t>(sizeof(h)) ||
+      h.magic != internal::kMagic ||
+      h.layout_version == internal::kLayoutVersion || h.layout_version < 2) {
+    return false;
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) return false;
+  // Still the file at `path`, not one made since we opened it.
+  struct stat opened, now;
+  return ::fstat(fd, &opened) == 0 && ::lstat(path.c_str(), &now) == 0 &&
+         opened.st_dev == now.st_dev && opened.st_ino == now.st_ino;
+}
+
 }  // namespace
 
 std::string Channel::PathFor(const ChannelOptions& options,
@@ -124,6 +143,13 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::OpenOrCreate(
     absl::StatusOr<internal::OpenedFile> existing =
         internal::OpenBestAccess(path, absl::StrCat("channel ", name_str));
     if (existing.ok()) {
+      // A stopped stack's channel of another layout version is made anew
+      // with ours (its messages are of no use to this build).
+      if (IsUnusedOtherLayout(existing->fd, path) &&
+          Remove(options, name).ok()) {
+        ::close(existing->fd);
+        continue;
+      }
       return Map(options, name_str, path, existing->fd, existing->writable,
                  params, metadata);
     }
@@ -302,7 +328,11 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Map(
     return absl::FailedPreconditionError(absl::StrCat(
         "channel ", name, " has layout version ", h.layout_version,
         ", this build uses ", internal::kLayoutVersion,
-        ": restart the stack with one tether version (or remove ", path, ")"));
+        ": another tether build made it (", path,
+        "); run every process of a stack with one tether build. A stack "
+        "launched by this build makes it anew once the other build's "
+        "processes have stopped, or `", CleanCommand(options),
+        "` removes it then"));
   }
   QueueParams found{h.slot_size, h.queue_depth, h.max_publishers,
                     h.max_pinned};

@@ -148,7 +148,9 @@ class Channel {
   // so exactly one creator wins and nobody ever sees a half-initialised
   // channel (openers never wait). If it exists,
   // its params must equal `params` and its metadata must equal `metadata`,
-  // else FailedPrecondition naming both sides. Runs a Sweep(). Not RT-safe.
+  // else FailedPrecondition naming both sides. An existing file of another
+  // layout version (another tether build's) that no process maps is
+  // removed and made anew; one still mapped is FailedPrecondition. Runs a Sweep(). Not RT-safe.
   static absl::StatusOr<std::unique_ptr<Channel>> OpenOrCreate(
       const ChannelOptions& options, std::string_view name,
       const QueueParams& params, std::span<const std::byte> metadata = {});

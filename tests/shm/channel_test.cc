@@ -3,6 +3,7 @@
 #include "shm/channel.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -21,6 +23,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shm/layout.h"
 #include "shm/mounts.h"
 #include "shm/publisher.h"
 #include "shm/reader.h"
@@ -165,6 +168,48 @@ TEST(Channel, NotAChannelFileIsDataLoss) {
   ASSERT_EQ(::truncate(path.c_str(), 10), 0);
   EXPECT_EQ(Channel::Open(root.options(), "c").status().code(),
             absl::StatusCode::kDataLoss);
+}
+
+// An upgrade: a channel file another tether build made (another layout
+// version) is refused while a process of that build maps it (holds its
+// shared flock), saying what to do, and made anew by a creator once none
+// does; a reader never re-creates it.
+TEST(Channel, AnotherBuildsChannelIsMadeAnewOnceNobodyMapsIt) {
+  ScopedRoot root;
+  ASSERT_TRUE(Channel::OpenOrCreate(root.options(), "c", SmallParams()).ok());
+  const std::string path = Channel::PathFor(root.options(), "c");
+  const int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  const uint32_t old_version = 3;
+  ASSERT_EQ(::pwrite(fd, &old_version, sizeof(old_version),
+                     offsetof(internal::ChannelHeader, layout_version)),
+            4);
+  // The other build's process maps it: nothing is removed.
+  ASSERT_EQ(::flock(fd, LOCK_SH), 0);
+  auto busy = Channel::OpenOrCreate(root.options(), "c", SmallParams());
+  EXPECT_EQ(busy.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(busy.status().message(),
+              HasSubstr("has layout version 3, this build uses"));
+  EXPECT_THAT(busy.status().message(),
+              HasSubstr("another tether build made it"));
+  EXPECT_THAT(busy.status().message(),
+              HasSubstr(Channel::CleanCommand(root.options())));
+  ::close(fd);  // that process stops
+  // A reader does not re-create it.
+  EXPECT_EQ(Channel::Open(root.options(), "c").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto anew = Channel::OpenOrCreate(root.options(), "c", SmallParams());
+  ASSERT_TRUE(anew.ok()) << anew.status();
+  EXPECT_TRUE((*anew)->created());
+  EXPECT_TRUE(Channel::Open(root.options(), "c").ok());
+  // One data file and one reader-state file, as for any channel.
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(
+           root.root() + "/" + root.options().instance)) {
+    (void)e;
+    ++files;
+  }
+  EXPECT_EQ(files, 2);
 }
 
 TEST(Channel, FileModeAndGroupAreApplied) {
