@@ -1,6 +1,7 @@
 #include "tools/channel_tool.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "absl/strings/numbers.h"
@@ -50,8 +51,13 @@ absl::StatusOr<std::unique_ptr<transport::ChannelHandle>> OpenChannelByName(
     const shm::ChannelOptions& options, const std::string& name) {
   auto handle = transport::ChannelHandle::Open(options, name);
   if (handle.ok()) {
-    // A corrupt channel is reported, never read as if it were fine.
-    if (absl::Status s = (*handle)->CheckConsistency(); !s.ok()) return s;
+    // A corrupt channel is reported, never read as if it were fine. A
+    // reader-state finding leaves the messages intact: said, and read on.
+    if (absl::Status s = (*handle)->CheckConsistency(); !s.ok()) {
+      if ((*handle)->corrupt()) return s;
+      std::fprintf(stderr, "tether: warning: %s (the messages are intact: "
+                   "reading on)\n", std::string(s.message()).c_str());
+    }
     return handle;
   }
   if (!absl::IsNotFound(handle.status())) return handle;

@@ -43,7 +43,9 @@ struct TypedChannel {
 };
 
 // Opens `name`; NotFound lists the channels that do exist in the instance;
-// DataLoss (what is wrong, where, how to fix) if its memory is corrupt.
+// DataLoss (what is wrong, where, how to fix) if its memory is corrupt. A
+// finding in the reader-state file alone (the messages are intact) is
+// printed to stderr as a warning and the channel is returned.
 absl::StatusOr<std::unique_ptr<transport::ChannelHandle>> OpenChannelByName(
     const shm::ChannelOptions& options, const std::string& name);
 absl::StatusOr<TypedChannel> OpenTypedChannel(

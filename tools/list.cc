@@ -44,6 +44,10 @@ std::string FormatChannelTable(
         c.params.queue_depth, c.frequency_hz, c.stats.next_queue_index,
         c.stats.publishers, c.stats.pinning_readers,
         HumanBytes(c.stats.file_size));
+    if (!c.reader_state_problem.empty()) {
+      absl::StrAppendFormat(&out, "%-*s  warning: %s\n", name_w, "",
+                            c.reader_state_problem);
+    }
   }
   return out;
 }
@@ -74,8 +78,11 @@ std::string FormatChannelJson(
         .Key("pinning_readers").Int(c.stats.pinning_readers)
         .Key("sleepers").Uint(c.stats.sleepers)
         .Key("send_failures").Uint(c.stats.send_failures)
-        .Key("file_bytes").Uint(c.stats.file_size)
-        .EndObject();
+        .Key("file_bytes").Uint(c.stats.file_size);
+    if (!c.reader_state_problem.empty()) {
+      w.Key("reader_state_problem").String(c.reader_state_problem);
+    }
+    w.EndObject();
   }
   w.EndArray().EndObject();
   return w.str() + "\n";

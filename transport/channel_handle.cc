@@ -225,7 +225,10 @@ absl::StatusOr<std::vector<ChannelSummary>> ListChannels(
       s.params = (*h)->params();
       s.stats = (*h)->stats();
       if (absl::Status c = (*h)->CheckConsistency(); !c.ok()) {
-        s.corruption = std::string(c.message());
+        // Only a data-file finding makes the handle corrupt (Channel::
+        // CheckConsistency).
+        ((*h)->corrupt() ? s.corruption : s.reader_state_problem) =
+            std::string(c.message());
       }
     }
     out.push_back(std::move(s));

@@ -145,11 +145,17 @@ struct ChannelSummary {
   // Non-empty if its memory is corrupt: what is wrong and where (stats are
   // then not to be trusted).
   std::string corruption;
+  // Non-empty if only its reader-state file fails the check (pin or
+  // sleeper words, its header): what and where. The messages and stats are
+  // intact (a reader cannot stop publishers), so the channel is listed as
+  // usual, with this beside it.
+  std::string reader_state_problem;
 };
 
 // Every channel under options.root/options.instance, sorted by name. A
 // channel that cannot be opened is listed with `error` set, one whose memory
-// fails the consistency check with `corruption` (never skipped silently).
+// fails the consistency check with `corruption`, or `reader_state_problem`
+// when only its reader-state file does (never skipped silently).
 // Setup/tool use: opens and checks each file.
 absl::StatusOr<std::vector<ChannelSummary>> ListChannels(
     const shm::ChannelOptions& options);

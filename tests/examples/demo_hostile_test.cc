@@ -451,6 +451,48 @@ TEST(DemoHostile, ToolsReportZeroedSlotHeadersAndAGarbageTail) {
   EXPECT_THAT(stat, HasSubstr("corrupt")) << stat;
 }
 
+// A pin bit of a reader nobody registered, written into /plant/state's
+// reader-state file after a run: the messages are intact, so list shows the
+// channel with its counts and a warning, and echo and stat read it,
+// warning, instead of refusing it as corrupt.
+TEST(DemoHostile, AReaderStateFindingIsAWarningAndTheToolsReadOn) {
+  LiveDemo demo(2);
+  int status = 0;
+  const std::string out = demo.Finish(&status);
+  ASSERT_EQ(status, 0) << out;
+  {
+    auto c = shm::Channel::Open(demo.options(), "/plant/state");
+    ASSERT_TRUE(c.ok()) << c.status();
+    shm::internal::ChannelAccess::pin_word(**c, 0)->fetch_or(uint64_t{1} << 40);
+  }
+  const std::string list =
+      RunCommand("timeout 20 tools/tether list" + demo.where() + " 2>&1", &status);
+  EXPECT_EQ(status, 0) << list;
+  EXPECT_THAT(list, Not(HasSubstr("CORRUPT"))) << list;
+  EXPECT_TRUE(std::regex_search(
+      list, std::regex(R"(/plant/state\s+\S*JointState\s+.*\n\s+warning: .*)"
+                       R"(pinned by readers that are not registered)")))
+      << list;
+  const std::string json = RunCommand(
+      "timeout 20 tools/tether list --json" + demo.where() + " 2>&1", &status);
+  EXPECT_EQ(status, 0) << json;
+  EXPECT_THAT(json, HasSubstr("\"reader_state_problem\":")) << json;
+  const std::string echo = RunCommand(
+      "timeout 20 tools/tether echo /plant/state --from-oldest --count 1" +
+          demo.where() + " 2>&1",
+      &status);
+  EXPECT_EQ(status, 0) << echo;
+  EXPECT_THAT(echo, HasSubstr("warning: ")) << echo;
+  EXPECT_THAT(echo, HasSubstr("reading on")) << echo;
+  EXPECT_THAT(echo, HasSubstr("sampleTimeNs")) << echo;
+  const std::string stat = RunCommand(
+      "timeout 20 tools/tether stat /plant/state --duration 1" + demo.where() +
+          " 2>&1",
+      &status);
+  EXPECT_EQ(status, 0) << stat;
+  EXPECT_THAT(stat, Not(HasSubstr("CORRUPT"))) << stat;
+}
+
 // Reproducer 3: a 1 MiB tmpfs as the root. The stack needs more: launch
 // fails before creating anything, says how much is needed and free and how
 // to make room, and leaves the filesystem empty. Needs root (mount).
