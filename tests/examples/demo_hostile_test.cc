@@ -452,7 +452,8 @@ TEST(DemoHostile, ToolsReportZeroedSlotHeadersAndAGarbageTail) {
   EXPECT_THAT(stat, HasSubstr("corrupt")) << stat;
 }
 
-// A pin bit of a reader nobody registered, written into /plant/state's
+// A pin bit of a reader nobody registered (index 6 of 8: a sweep clears
+// only bits no reader can have), written into /plant/state's
 // reader-state file after a run: the messages are intact, so list shows the
 // channel with its counts and a warning, and echo and stat read it,
 // warning, instead of refusing it as corrupt.
@@ -464,7 +465,7 @@ TEST(DemoHostile, AReaderStateFindingIsAWarningAndTheToolsReadOn) {
   {
     auto c = shm::Channel::Open(demo.options(), "/plant/state");
     ASSERT_TRUE(c.ok()) << c.status();
-    shm::internal::ChannelAccess::pin_word(**c, 0)->fetch_or(uint64_t{1} << 40);
+    shm::internal::ChannelAccess::pin_word(**c, 0)->fetch_or(uint64_t{1} << 6);
   }
   const std::string list =
       RunCommand("timeout 20 tools/tether list" + demo.where() + " 2>&1", &status);
