@@ -129,10 +129,13 @@ bool FutexWaitvPort::Block(std::optional<MonotonicTime> deadline) {
       ::syscall(SYS_futex_waitv, waiters_.data(), n, 0,
                 deadline.has_value() ? &abs : nullptr, CLOCK_MONOTONIC);
   const int err = rc < 0 ? errno : 0;
+  // EFAULT: a watched word's file was truncated under us. Which word is not
+  // said, so every word is reported ready, once (WakePort::Watch()).
   TETHER_LOOP_CHECK(rc >= 0 || err == EAGAIN || err == ETIMEDOUT ||
-                        err == EINTR,
+                        err == EINTR || (err == EFAULT && !faulted_),
                     "futex_waitv failed (was a watched word unmapped before "
                     "Unwatch?)");
+  faulted_ = err == EFAULT;
   return !(rc < 0 && err == ETIMEDOUT);
 }
 
@@ -156,7 +159,7 @@ WaitResult FutexWaitvPort::Wait(std::optional<MonotonicTime> deadline,
     for (size_t i = 0; i < live_end(); ++i) {
       const internal::WatchSlot& s = slots_[i];
       if (s.kind == internal::WatchSlot::Kind::kWord &&
-          s.word->load(std::memory_order_acquire) != s.observed) {
+          (faulted_ || s.word->load(std::memory_order_acquire) != s.observed)) {
         ready_.push_back(Ready{static_cast<int>(i), s.generation});
       }
     }

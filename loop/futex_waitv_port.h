@@ -70,6 +70,8 @@ class FutexWaitvPort final : public internal::PortBase {
 
   alignas(64) std::atomic<uint32_t> own_word_{0};
   uint32_t own_observed_ = 0;  // own_word_ as loaded for the current sleep
+  // The last futex_waitv failed with EFAULT (every word reported ready).
+  bool faulted_ = false;
   // Filled per sleep: [watched words..., own word]; reserved at creation.
   std::vector<futex_waitv> waiters_;
   std::vector<int> waiter_slots_;  // slot of waiters_[i]

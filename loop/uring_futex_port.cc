@@ -292,12 +292,15 @@ void UringFutexPort::Reap() {
     if ((cqe->flags & IORING_CQE_F_MORE) == 0) s.armed = false;
     const int res = cqe->res;
     if (op == Op::kFutexWait) {
-      // 0 woken, -EAGAIN changed before arming, -ECANCELED ring teardown.
+      // 0 woken, -EAGAIN changed before arming, -ECANCELED ring teardown,
+      // -EFAULT the word's file was truncated (reported ready once: the
+      // owner's read finds the damage; WakePort::Watch()).
       TETHER_LOOP_CHECK(res == 0 || res == -EAGAIN || res == -ECANCELED ||
-                            res == -EINTR,
+                            res == -EINTR || (res == -EFAULT && !s.faulted),
                         "futex wait failed (was the word unmapped before "
                         "Unwatch?)");
       if (res == -ECANCELED) continue;
+      s.faulted = res == -EFAULT;
     } else {
       TETHER_LOOP_CHECK(res >= 0 || res == -ECANCELED,
                         "poll on a watched fd failed (was it closed before "

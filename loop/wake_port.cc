@@ -108,6 +108,7 @@ absl::Status PortBase::AddSlot(WatchSlot::Kind kind, uint64_t cookie,
   s.fd = -1;
   s.observed = 0;
   s.armed = false;
+  s.faulted = false;
   ++s.generation;
   if (kind == WatchSlot::Kind::kWord) ++word_count_;
   live_end_ = std::max(live_end_, static_cast<size_t>(free_slot) + 1);

@@ -139,7 +139,12 @@ class WakePort {
 
   // Watches the 32-bit shared futex word `word` (4-byte aligned; in shared
   // or private memory; it must stay mapped until Unwatch() returns) under
-  // `cookie`, which on_ready() reports. Duplicate cookies abort.
+  // `cookie`, which on_ready() reports. Duplicate cookies abort. A word
+  // the kernel cannot reach (EFAULT: its channel file was truncated under
+  // us, another process's doing) is reported ready, once, so that its
+  // owner reads the channel, which finds the damage (shm's SIGBUS guard
+  // maps zero pages there; the word is reachable again). EFAULT again with
+  // no good wait between aborts: a word unmapped before Unwatch().
   // ResourceExhausted beyond max_watches. Loop thread (or any thread before
   // the first Wait()); not RT-safe; may make a syscall, never blocks long.
   virtual absl::Status Watch(const std::atomic<uint32_t>* word,
@@ -214,6 +219,9 @@ struct WatchSlot {
   uint32_t generation = 0;
   // A wait/poll request for this slot is in flight (backend-specific).
   bool armed = false;
+  // The last wait on the word failed with EFAULT and was reported ready
+  // (see Watch()); cleared by a wait that did not fail.
+  bool faulted = false;
 };
 
 // Watch table, thread binding, spin phase and wake request shared by the

@@ -5,6 +5,7 @@
 // port, Wake() from other threads, deadlines, Unwatch and fd watches.
 #include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -621,6 +622,62 @@ TEST_P(WakePortTest, WatchBeyondCapacityIsResourceExhausted) {
   EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
   port->Unwatch(1);
   EXPECT_TRUE(port->Watch(&words[2], 3).ok());
+}
+
+// A channel file truncated under a sleeping loop (another process's doing)
+// leaves a watched word the kernel cannot reach: the wait fails with
+// EFAULT. The port reports the word ready (its owner's read then finds the
+// damage, and shm's SIGBUS guard maps zero pages there) instead of
+// aborting, and sleeps normally on the repaired page.
+class TruncatingHooks final : public SleepHooks {
+ public:
+  explicit TruncatingHooks(int fd) : fd_(fd) {}
+  void BeginSleep() override {}
+  // Step 4: after the port loaded the words, before it arms its waits.
+  bool HasPendingWork() override {
+    if (fd_ >= 0) {
+      EXPECT_EQ(::ftruncate(fd_, 0), 0) << std::strerror(errno);
+      fd_ = -1;
+    }
+    return false;
+  }
+  void EndSleep() override {}
+
+ private:
+  int fd_;
+};
+
+TEST_P(WakePortTest, AWordWhoseFileIsTruncatedIsReportedReadyNotFatal) {
+  SKIP_UNLESS_SUPPORTED();
+  std::unique_ptr<WakePort> port = MakePort();
+  ASSERT_NE(port, nullptr);
+  const int fd = ::memfd_create("truncated_word", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  ASSERT_EQ(::ftruncate(fd, page), 0);
+  void* m = ::mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  auto* word = static_cast<std::atomic<uint32_t>*>(m);
+  ASSERT_TRUE(port->Watch(word, 7).ok());
+  std::vector<uint64_t> cookies;
+  TruncatingHooks truncate(fd);
+  const WaitResult first = port->Wait(
+      MonotonicNow() + seconds(5), truncate,
+      [&](uint64_t c) { cookies.push_back(c); });
+  ASSERT_EQ(cookies, std::vector<uint64_t>{7});
+  EXPECT_FALSE(first.timed_out);
+  // What the SIGBUS guard does at the owner's first read: zero pages.
+  ASSERT_EQ(::mmap(m, page, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0),
+            m);
+  cookies.clear();
+  NoSleepHooks hooks;
+  (void)port->Wait(MonotonicNow() + milliseconds(20), hooks,
+                   [&](uint64_t c) { cookies.push_back(c); });
+  EXPECT_TRUE(cookies.empty());
+  port->Unwatch(7);
+  ::munmap(m, page);
+  ::close(fd);
 }
 
 INSTANTIATE_TEST_SUITE_P(
