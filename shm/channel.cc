@@ -431,8 +431,15 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Map(
   }
   // A shared lock for as long as the channel is mapped: a tool can tell a
   // channel nobody uses (InUse) from one a process has open, whatever its
-  // registries say.
-  (void)::flock(fd, LOCK_SH | LOCK_NB);
+  // registries say. InUse's probe holds the exclusive lock for a moment:
+  // try again for up to ~20 ms rather than stay unlocked (and look unused)
+  // because of it. A process that keeps the exclusive lock (hostile) only
+  // leaves us unlocked, as before; it never blocks the open.
+  for (int i = 0; i < 200 && ::flock(fd, LOCK_SH | LOCK_NB) != 0 &&
+                  errno == EWOULDBLOCK;
+       ++i) {
+    ::usleep(100);
+  }
   std::unique_ptr<Channel> c(new Channel());
   c->fd_ = fd;
   c->data_writable_ = writable;

@@ -169,7 +169,8 @@ class Channel {
       const ChannelOptions& options, std::string_view name);
 
   // True while some process has the channel open through a Channel (each
-  // holds a shared flock on its file while mapped): what tools check before
+  // holds a shared flock on its file while mapped; an open that meets this
+  // probe's exclusive lock waits it out): what tools check before
   // removing a channel, whatever its registries say (an unpinned reader
   // registers nowhere). Files of tether builds before layout 2 hold no lock.
   // Any thread; not RT-safe (opens the file).

@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstddef>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -210,6 +211,31 @@ TEST(Channel, AnotherBuildsChannelIsMadeAnewOnceNobodyMapsIt) {
     ++files;
   }
   EXPECT_EQ(files, 2);
+}
+
+// InUse probes with a moment's exclusive flock. A process that maps the
+// channel in that moment must still end up holding its shared lock, or the
+// channel looks unused (and tether clean would remove it under that
+// process).
+TEST(Channel, AnOpenDuringInUsesProbeStillHoldsItsLock) {
+  ScopedRoot root;
+  ASSERT_TRUE(Channel::OpenOrCreate(root.options(), "c", SmallParams()).ok());
+  const std::string path = Channel::PathFor(root.options(), "c");
+  const int probe = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(probe, 0);
+  ASSERT_EQ(::flock(probe, LOCK_EX | LOCK_NB), 0);
+  std::thread release([probe] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ::close(probe);
+  });
+  auto opened = Channel::Open(root.options(), "c");
+  release.join();
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  auto busy = Channel::InUse(root.options(), "c");
+  ASSERT_TRUE(busy.ok()) << busy.status();
+  EXPECT_TRUE(*busy) << "the open gave up its shared lock";
+  opened->reset();
+  EXPECT_FALSE(*Channel::InUse(root.options(), "c"));
 }
 
 TEST(Channel, FileModeAndGroupAreApplied) {
