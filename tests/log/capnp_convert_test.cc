@@ -35,10 +35,7 @@ TEST(CapnpConvert, DecodesLoggedPayloadsOfEveryShape) {
   auto samples = MakeChannel(root.options(), schemas, "/s", kSampleType);
   auto scalars = MakeChannel(root.options(), schemas, "/c", kScalarsType,
                              {.max_size = 128});
-  LoggerOptions o;
-  o.channels = root.options();
-  o.path = TempFile("convert.mcap");
-  o.overwrite = true;
+  LoggerOptions o = LogTo(root.options(), TempFile("convert.mcap"));
   o.period = std::chrono::milliseconds(2);
   auto logger = Logger::Start(o);
   ASSERT_TRUE(logger.ok());

@@ -32,10 +32,7 @@ std::string Record(const std::string& name, int corrupt) {
                        {.max_size = 4096, .depth = 64});
   auto b = MakeChannel(root.options(), schemas, "/b", kScalarsType,
                        {.max_size = 128, .depth = 64});
-  LoggerOptions o;
-  o.channels = root.options();
-  o.path = path;
-  o.overwrite = true;
+  LoggerOptions o = LogTo(root.options(), path);
   o.period = std::chrono::milliseconds(2);
   auto logger = Logger::Start(o);
   EXPECT_TRUE(logger.ok()) << logger.status();

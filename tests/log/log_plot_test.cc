@@ -115,10 +115,7 @@ class LogPlotTest : public ::testing::Test {
     auto scalars = MakeChannel(root_.options(), schemas_, "/p/scalars", kScalarsType,
                                {.max_size = 128, .depth = 8});
     auto samples = MakeChannel(root_.options(), schemas_, "/p/samples", kSampleType);
-    LoggerOptions o;
-    o.channels = root_.options();
-    o.path = TempFile("plot.mcap");
-    o.overwrite = true;
+    LoggerOptions o = LogTo(root_.options(), TempFile("plot.mcap"));
     o.period = std::chrono::milliseconds(40);
     auto logger = Logger::Start(o);
     ASSERT_TRUE(logger.ok());

@@ -19,6 +19,7 @@
 #include "capnp/message.h"
 #include "capnp/serialize.h"
 #include "gtest/gtest.h"
+#include "log/logger.h"
 #include "tests/transport/framing_test.capnp.h"
 #include "transport/channel_handle.h"
 #include "transport/config.capnp.h"
@@ -149,6 +150,17 @@ inline bool WaitFor(const std::function<bool()>& done, double seconds = 10) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return done();
+}
+
+// A logger of the channels under `channels` into `path`, overwriting it:
+// the options every test starts from.
+inline LoggerOptions LogTo(const shm::ChannelOptions& channels,
+                           const std::string& path) {
+  LoggerOptions o;
+  o.channels = channels;
+  o.path = path;
+  o.overwrite = true;
+  return o;
 }
 
 inline std::string TempFile(const std::string& name) {

@@ -34,10 +34,7 @@ class LoggerTest : public ::testing::Test {
   LoggerTest() { RegisterTestTypes(schemas_); }
 
   LoggerOptions Options(const std::string& file) {
-    LoggerOptions o;
-    o.channels = root_.options();
-    o.path = TempFile(file);
-    o.overwrite = true;
+    LoggerOptions o = LogTo(root_.options(), TempFile(file));
     o.period = std::chrono::milliseconds(2);
     o.discovery_period = std::chrono::milliseconds(20);
     return o;

@@ -120,10 +120,7 @@ class LoggerWakeTest : public ::testing::Test {
 
 TEST_F(LoggerWakeTest, PublishersMakeNoWakeSyscallsForTheLogger) {
   const pid_t child = ForkPublisher();
-  LoggerOptions options;
-  options.channels = root_.options();
-  options.path = TempFile("wake.mcap");
-  options.overwrite = true;
+  LoggerOptions options = LogTo(root_.options(), TempFile("wake.mcap"));
   options.period = std::chrono::milliseconds(5);
   auto logger = Logger::Start(options);
   ASSERT_TRUE(logger.ok()) << logger.status();

@@ -106,10 +106,7 @@ TEST_P(McapJsReaderTest, OpensTetherLogsIndexedAndStreamingAndSeesTheSameMessage
                              {.max_size = 4096, .depth = 512});
   auto scalars = MakeChannel(root.options(), schemas, "/js/scalars", kScalarsType,
                              {.max_size = 128, .depth = 512});
-  LoggerOptions o;
-  o.channels = root.options();
-  o.path = TempFile("js.mcap");
-  o.overwrite = true;
+  LoggerOptions o = LogTo(root.options(), TempFile("js.mcap"));
   o.period = std::chrono::milliseconds(2);
   o.mcap.compression = GetParam();
   o.mcap.chunk_size = 16 << 10;  // several chunks

@@ -37,10 +37,7 @@ std::vector<Sent> MakeLog(const std::string& path, int count) {
                        {.max_size = 4096, .depth = 512, .publishers = 1});
   auto b = MakeChannel(root.options(), schemas, "/b", kScalarsType,
                        {.max_size = 128, .depth = 64});
-  LoggerOptions o;
-  o.channels = root.options();
-  o.path = path;
-  o.overwrite = true;
+  LoggerOptions o = LogTo(root.options(), path);
   o.period = std::chrono::milliseconds(2);
   auto logger = Logger::Start(o);
   EXPECT_TRUE(logger.ok());
@@ -264,10 +261,7 @@ TEST(RealtimeReplayMalformed, SkipsAndCountsMessagesThatFailTheCheck) {
     RegisterTestTypes(schemas);
     auto b = MakeChannel(root.options(), schemas, "/b", kScalarsType,
                          {.max_size = 128, .depth = 64});
-    LoggerOptions o;
-    o.channels = root.options();
-    o.path = path;
-    o.overwrite = true;
+    LoggerOptions o = LogTo(root.options(), path);
     o.period = std::chrono::milliseconds(2);
     auto logger = Logger::Start(o);
     ASSERT_TRUE(logger.ok()) << logger.status();
@@ -333,10 +327,7 @@ TEST(RealtimeReplaySlow, ALongPauseAtTheSlowestRateWaitsInsteadOfWrapping) {
     RegisterTestTypes(schemas);
     auto a = MakeChannel(root.options(), schemas, "/a", kScalarsType,
                          {.max_size = 128, .depth = 8});
-    LoggerOptions o;
-    o.channels = root.options();
-    o.path = path;
-    o.overwrite = true;
+    LoggerOptions o = LogTo(root.options(), path);
     o.from_oldest = true;
     auto logger = Logger::Start(o);
     ASSERT_TRUE(logger.ok()) << logger.status();

@@ -140,10 +140,7 @@ TEST_F(RecoverTest, AKilledLoggersFileIsReadableAndRecoversComplete) {
 TEST_F(RecoverTest, ACorruptChunkLosesOnlyItsMessagesAndIsNamed) {
   auto channel = MakeChannel(root_.options(), schemas_, "/c", kSampleType,
                              {.max_size = 4096, .depth = 1024});
-  LoggerOptions o;
-  o.channels = root_.options();
-  o.path = TempFile("to-corrupt.mcap");
-  o.overwrite = true;
+  LoggerOptions o = LogTo(root_.options(), TempFile("to-corrupt.mcap"));
   o.period = std::chrono::milliseconds(2);
   o.mcap.chunk_size = 8192;
   auto logger = Logger::Start(o);
