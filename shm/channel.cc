@@ -150,8 +150,12 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::OpenOrCreate(
         ::close(existing->fd);
         continue;
       }
-      return Map(options, name_str, path, existing->fd, existing->writable,
-                 params, metadata);
+      absl::StatusOr<std::unique_ptr<Channel>> mapped =
+          Map(options, name_str, path, existing->fd, existing->writable,
+              params, metadata);
+      // Removed (or replaced) while we opened it: open or make it again.
+      if (absl::IsAborted(mapped.status())) continue;
+      return mapped;
     }
     if (existing.status().code() != absl::StatusCode::kNotFound) {
       return existing.status();
@@ -229,17 +233,22 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Open(
     const ChannelOptions& options, std::string_view name) {
   const std::string path = PathFor(options, name);
   const std::string name_str(name);
-  absl::StatusOr<internal::OpenedFile> f =
-      internal::OpenBestAccess(path, absl::StrCat("channel ", name_str));
-  if (!f.ok()) {
-    if (f.status().code() == absl::StatusCode::kNotFound) {
-      return absl::NotFoundError(absl::StrCat(
-          "channel ", name_str, " does not exist (no file ", path,
-          "): is the stack running, and with the same root and instance?"));
+  for (int attempt = 0;; ++attempt) {
+    absl::StatusOr<internal::OpenedFile> f =
+        internal::OpenBestAccess(path, absl::StrCat("channel ", name_str));
+    if (!f.ok()) {
+      if (f.status().code() == absl::StatusCode::kNotFound) {
+        return absl::NotFoundError(absl::StrCat(
+            "channel ", name_str, " does not exist (no file ", path,
+            "): is the stack running, and with the same root and instance?"));
+      }
+      return f.status();
     }
-    return f.status();
+    absl::StatusOr<std::unique_ptr<Channel>> mapped =
+        Map(options, name_str, path, f->fd, f->writable, std::nullopt, {});
+    // Removed (or replaced) while we opened it: open what is there now.
+    if (!absl::IsAborted(mapped.status()) || attempt == 2) return mapped;
   }
-  return Map(options, name_str, path, f->fd, f->writable, std::nullopt, {});
 }
 
 absl::Status Channel::Remove(const ChannelOptions& options,
@@ -302,6 +311,8 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Map(
     return ErrnoStatus(errno, absl::StrCat("cannot stat ", path));
   }
   uint64_t file_size = st.st_size;
+  const dev_t data_dev = st.st_dev;  // `st` is reused for the state file
+  const ino_t data_ino = st.st_ino;
   if (file_size < sizeof(ChannelHeader)) {
     close_fd();
     return absl::DataLossError(absl::StrCat(
@@ -440,6 +451,18 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Map(
        ++i) {
     ::usleep(100);
   }
+  // Still the file at `path`? RemoveIfUnused (tether clean) unlinks under
+  // its exclusive lock, so one removed before we held ours is gone or
+  // replaced by now: never use an orphan nobody else will open.
+  struct stat now;
+  if (::lstat(path.c_str(), &now) != 0 || now.st_dev != data_dev ||
+      now.st_ino != data_ino) {
+    ::munmap(sm, sl.total);
+    ::munmap(m, l.total);
+    close_fd();
+    return absl::AbortedError(absl::StrCat(
+        "channel ", name, " was removed while this process opened it"));
+  }
   std::unique_ptr<Channel> c(new Channel());
   c->fd_ = fd;
   c->data_writable_ = writable;
@@ -514,6 +537,33 @@ Channel::~Channel() {
   if (base_ != nullptr) ::munmap(base_, size_);
   if (state_base_ != nullptr) ::munmap(state_base_, state_size_);
   if (fd_ >= 0) ::close(fd_);  // drops the shared lock
+}
+
+absl::StatusOr<bool> Channel::RemoveIfUnused(const ChannelOptions& options,
+                                             std::string_view name) {
+  const std::string path = PathFor(options, name);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK) return false;
+    return ErrnoStatus(err, absl::StrCat("cannot lock ", path));
+  }
+  // Held across the unlink: an opener that took its shared lock after us
+  // finds the file gone and opens (or makes) the one at the path then.
+  struct stat opened, now;
+  if (::fstat(fd, &opened) != 0 || ::lstat(path.c_str(), &now) != 0 ||
+      opened.st_dev != now.st_dev || opened.st_ino != now.st_ino) {
+    ::close(fd);
+    return false;  // made anew meanwhile: someone's
+  }
+  absl::Status removed = Remove(options, name);
+  ::close(fd);
+  if (!removed.ok()) return removed;
+  return true;
 }
 
 absl::StatusOr<bool> Channel::InUse(const ChannelOptions& options,

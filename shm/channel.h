@@ -177,6 +177,14 @@ class Channel {
   static absl::StatusOr<bool> InUse(const ChannelOptions& options,
                                     std::string_view name);
 
+  // Removes the channel if no process has it open (InUse), deciding and
+  // removing under one exclusive flock, so that a process opening it at
+  // that moment never keeps an orphan (Map checks the path after its lock
+  // and opens again). True if removed; false if in use (or made anew
+  // meanwhile). What tether clean calls. Any thread; not RT-safe.
+  static absl::StatusOr<bool> RemoveIfUnused(const ChannelOptions& options,
+                                             std::string_view name);
+
   // Removes the channel's data file and its reader-state files (mapped
   // handles stay valid until closed). For channels nobody uses (tether
   // clean checks InUse first).

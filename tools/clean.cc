@@ -137,12 +137,31 @@ void CleanCorrupt(const shm::ChannelOptions& options,
           : absl::StrCat(" (its registered process(es) ", Pids(who.dead),
                          " are dead)"));
   if (dry_run) return;
-  if (absl::Status removed = shm::Channel::Remove(options, entry->name);
-      !removed.ok()) {
+  const absl::StatusOr<bool> removed =
+      shm::Channel::RemoveIfUnused(options, entry->name);
+  if (!removed.ok() || !*removed) {
     entry->removed = false;
-    entry->reason = absl::StrCat("kept: ", finding, "; cannot remove (",
-                                 removed.message(), ")");
+    entry->reason = absl::StrCat(
+        "kept: ", finding, "; ",
+        removed.ok() ? "a process opened it just now: stop it, " + again
+                     : absl::StrCat("cannot remove (",
+                                    removed.status().message(), ")"));
   }
+}
+
+// Removes `name` unless a process opened it since it was judged unused
+// (Channel::RemoveIfUnused decides and removes under one lock); if it could
+// not, `entry` says it was kept and why.
+void KeepIfNotRemoved(const shm::ChannelOptions& options,
+                      const std::string& name, CleanEntry* entry) {
+  const absl::StatusOr<bool> removed =
+      shm::Channel::RemoveIfUnused(options, name);
+  if (removed.ok() && *removed) return;
+  entry->removed = false;
+  entry->reason =
+      removed.ok() ? "kept: a process opened it just now"
+                   : absl::StrCat("kept: cannot remove (",
+                                  removed.status().message(), ")");
 }
 
 }  // namespace
@@ -195,14 +214,7 @@ absl::StatusOr<CleanReport> CleanInstance(const shm::ChannelOptions& options,
       entry.removed = true;
       entry.reason = absl::StrCat("cannot open (", ch.status().message(),
                                   ") and no process has it mapped");
-      if (!dry_run) {
-        absl::Status removed = shm::Channel::Remove(options, name);
-        if (!removed.ok()) {
-          entry.removed = false;
-          entry.reason = absl::StrCat("kept: cannot remove (",
-                                      removed.message(), ")");
-        }
-      }
+      if (!dry_run) KeepIfNotRemoved(options, name, &entry);
       report.entries.push_back(std::move(entry));
       continue;
     }
@@ -226,14 +238,7 @@ absl::StatusOr<CleanReport> CleanInstance(const shm::ChannelOptions& options,
     } else {
       entry.removed = true;
       entry.reason = "no live publisher, reader or waiter";
-      if (!dry_run) {
-        absl::Status removed = shm::Channel::Remove(options, name);
-        if (!removed.ok()) {
-          entry.removed = false;
-          entry.reason = absl::StrCat("kept: cannot remove (",
-                                      removed.message(), ")");
-        }
-      }
+      if (!dry_run) KeepIfNotRemoved(options, name, &entry);
     }
     report.entries.push_back(std::move(entry));
   }

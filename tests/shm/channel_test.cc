@@ -238,6 +238,51 @@ TEST(Channel, AnOpenDuringInUsesProbeStillHoldsItsLock) {
   EXPECT_FALSE(*Channel::InUse(root.options(), "c"));
 }
 
+TEST(Channel, RemoveIfUnusedKeepsAnOpenChannelAndRemovesAnUnusedOne) {
+  ScopedRoot root;
+  auto c = Channel::OpenOrCreate(root.options(), "c", SmallParams());
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto kept = Channel::RemoveIfUnused(root.options(), "c");
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_FALSE(*kept);
+  EXPECT_TRUE(Channel::Open(root.options(), "c").ok());
+  c->reset();
+  auto removed = Channel::RemoveIfUnused(root.options(), "c");
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_TRUE(*removed);
+  EXPECT_TRUE(absl::IsNotFound(Channel::Open(root.options(), "c").status()));
+}
+
+// A channel removed and made anew while a process was opening it (tether
+// clean, then a launch): the opener must end up on the channel at the path,
+// never on the removed file nobody else will open.
+TEST(Channel, AnOpenerOfARemovedChannelOpensTheOneMadeAfterIt) {
+  ScopedRoot root;
+  ASSERT_TRUE(Channel::OpenOrCreate(root.options(), "c", SmallParams()).ok());
+  const std::string path = Channel::PathFor(root.options(), "c");
+  // Holds the opener in its wait for the shared lock (as RemoveIfUnused's
+  // exclusive lock does) while the file is replaced.
+  const int old_file = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(old_file, 0);
+  ASSERT_EQ(::flock(old_file, LOCK_EX | LOCK_NB), 0);
+  absl::StatusOr<std::unique_ptr<Channel>> opened;
+  std::thread opener([&] { opened = Channel::Open(root.options(), "c"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  ASSERT_TRUE(Channel::Remove(root.options(), "c").ok());
+  auto fresh = Channel::OpenOrCreate(root.options(), "c", SmallParams());
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  ::close(old_file);
+  opener.join();
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  // One message through the new file: the opener sees it.
+  auto pub = Publisher::Create(fresh->get());
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  ASSERT_FALSE((*pub)->Loan().empty());
+  ASSERT_EQ((*pub)->Send(8).status, SendStatus::kOk);
+  EXPECT_EQ((*opened)->Stats().next_queue_index, 1u)
+      << "the opener kept the removed file";
+}
+
 TEST(Channel, FileModeAndGroupAreApplied) {
   ScopedRoot root;
   root.options().mode = 0640;
