@@ -1,0 +1,223 @@
+// shm: a channel's files as files -- their names and paths, the instance
+// folder, the space they take, listing, removing, and the probes tools run
+// (channel.h declares them all). Split from channel.cc, which maps a
+// channel and runs its queue.
+#include "shm/channel.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sys/statvfs.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <new>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "shm/clock.h"
+#include "shm/file_access.h"
+#include "shm/futex.h"
+#include "shm/layout.h"
+#include "shm/channel_files.h"
+#include "shm/mapping_guard.h"
+
+namespace tether::shm {
+namespace {
+
+using internal::ChannelHeader;
+using internal::Layout;
+using internal::PublisherEntry;
+using internal::ReaderEntry;
+using internal::ReaderStateHeader;
+using internal::StateLayout;
+using internal::SleeperEntry;
+using internal::SlotHeader;
+using internal::BuildFile;
+using internal::BuiltFile;
+using internal::DescribeParams;
+using internal::ErrnoStatus;
+using internal::Escape;
+using internal::HumanBytes;
+using internal::Initialise;
+using internal::InitialiseState;
+using internal::InstanceDirMode;
+using internal::kStateMarker;
+using internal::kTmpMarker;
+using internal::MakeDirs;
+using internal::NewNonce;
+using internal::NoSpaceStatus;
+using internal::RemoveStateFiles;
+using internal::StateNonce;
+using internal::StatePath;
+using internal::Unescape;
+
+}  // namespace
+
+std::string Channel::PathFor(const ChannelOptions& options,
+                             std::string_view name) {
+  return absl::StrCat(options.root, "/", options.instance, "/", Escape(name));
+}
+
+std::string Channel::CleanCommand(const ChannelOptions& options) {
+  // Single quotes where a shell would split or expand the value.
+  auto quoted = [](const std::string& v) {
+    const bool plain =
+        !v.empty() &&
+        v.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                            "0123456789_-./:,+=@%") == std::string::npos;
+    if (plain) return v;
+    std::string out = "'";
+    for (char ch : v) {
+      if (ch == '\'') {
+        out += "'\\''";
+      } else {
+        out += ch;
+      }
+    }
+    return out + "'";
+  };
+  return absl::StrCat("tether clean --root ", quoted(options.root),
+                      " --instance ", quoted(options.instance));
+}
+
+mode_t Channel::ReaderModeFor(const ChannelOptions& options) {
+  return options.reader_mode.value_or(options.mode |
+                                      ((options.mode & 0040) >> 1));
+}
+
+absl::StatusOr<std::vector<std::string>> Channel::MakeInstanceFolder(
+    const ChannelOptions& options) {
+  std::vector<std::string> made;
+  if (absl::Status s = MakeDirs(options, &made); !s.ok()) return s;
+  return made;
+}
+
+absl::Status Channel::Remove(const ChannelOptions& options,
+                             std::string_view name) {
+  const std::string path = PathFor(options, name);
+  if (::unlink(path.c_str()) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("cannot remove channel ", path));
+  }
+  // Every reader-state file of the name: the channel's and any a creator
+  // left when it died.
+  RemoveStateFiles(absl::StrCat(options.root, "/", options.instance),
+                   Escape(name), std::nullopt, /*only_dead_creators=*/false);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> Channel::List(
+    const ChannelOptions& options) {
+  std::string dir = absl::StrCat(options.root, "/", options.instance);
+  std::vector<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) {
+    if (errno == ENOENT) return names;
+    if (errno == EACCES) {
+      return internal::AccessDenied(dir, absl::StrCat("the channels in ", dir),
+                                    "list");
+    }
+    return ErrnoStatus(errno, absl::StrCat("cannot list ", dir));
+  }
+  while (dirent* e = ::readdir(d)) {
+    std::string_view f = e->d_name;
+    if (f.empty() || f[0] == '.') continue;  // ".", "..", creators' tmp files
+    if (f.find(kStateMarker) != std::string_view::npos) continue;
+    names.push_back(Unescape(f));
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+absl::StatusOr<bool> Channel::RemoveIfUnused(const ChannelOptions& options,
+                                             std::string_view name) {
+  const std::string path = PathFor(options, name);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK) return false;
+    return ErrnoStatus(err, absl::StrCat("cannot lock ", path));
+  }
+  // Held across the unlink: an opener that took its shared lock after us
+  // finds the file gone and opens (or makes) the one at the path then.
+  struct stat opened, now;
+  if (::fstat(fd, &opened) != 0 || ::lstat(path.c_str(), &now) != 0 ||
+      opened.st_dev != now.st_dev || opened.st_ino != now.st_ino) {
+    ::close(fd);
+    return false;  // made anew meanwhile: someone's
+  }
+  absl::Status removed = Remove(options, name);
+  ::close(fd);
+  if (!removed.ok()) return removed;
+  return true;
+}
+
+absl::StatusOr<bool> Channel::InUse(const ChannelOptions& options,
+                                    std::string_view name) {
+  const std::string path = PathFor(options, name);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
+  }
+  const bool busy = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);
+  return busy;
+}
+
+int Channel::ProbeHugePages(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) return errno;
+  int err = 0;
+  if (int e = ::posix_fallocate(fd, 0, internal::kHugePage); e != 0) {
+    err = e;
+  } else if (void* m = internal::MapFile(fd, internal::kHugePage,
+                                         PROT_READ | PROT_WRITE, MAP_SHARED);
+             m == MAP_FAILED) {
+    err = errno;
+  } else {
+    err = internal::CollapseToHugePages(static_cast<std::byte*>(m),
+                                        internal::kHugePage);
+    ::munmap(m, internal::kHugePage);
+  }
+  ::close(fd);
+  return err;
+}
+
+uint64_t Channel::FileSizeFor(const QueueParams& params,
+                              uint32_t metadata_size) {
+  return Layout::For(params, metadata_size).total +
+         StateLayout::For(params).total;
+}
+
+uint64_t Channel::SpaceFor(const QueueParams& params, uint32_t metadata_size,
+                           uint64_t block_size) {
+  const uint64_t b = block_size == 0 ? 1 : block_size;
+  auto blocks = [b](uint64_t bytes) { return (bytes + b - 1) / b * b; };
+  return blocks(Layout::For(params, metadata_size).total) +
+         blocks(StateLayout::For(params).total);
+}
+
+std::optional<FreeSpace> FreeSpaceOf(const std::string& dir) {
+  struct statvfs fs;
+  if (::statvfs(dir.c_str(), &fs) != 0) return std::nullopt;
+  const uint64_t block = fs.f_frsize != 0 ? fs.f_frsize : fs.f_bsize;
+  return FreeSpace{.bytes = uint64_t{fs.f_bavail} * block,
+                   .block_size = block == 0 ? 1 : block};
+}
+
+}  // namespace tether::shm
