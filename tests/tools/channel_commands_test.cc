@@ -354,7 +354,9 @@ TEST_F(ChannelCommandsTest, StatCountsWhatItSees) {
   publisher.join();
   ASSERT_EQ(code, kExitOk) << err.str();
   const std::string text = out.str();
-  EXPECT_THAT(text, HasSubstr("--- 0.1 s ---"));
+  // An interval report (its time says when it printed: a loaded machine
+  // can make the first one late, so the test does not name it).
+  EXPECT_THAT(text, ContainsRegex("--- [0-9]+\\.[0-9] s ---"));
   const size_t summary = text.find("=== summary over");
   ASSERT_NE(summary, std::string::npos) << text;
   std::vector<std::string> lines = Lines(text.substr(summary));
