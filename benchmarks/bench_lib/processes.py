@@ -4,6 +4,7 @@ load, the huge-page tmpfs; dies_with_us so none outlives the driver;
 sweep_stale for what a killed run left behind."""
 
 import ctypes
+import fcntl
 import glob
 import os
 import shutil
@@ -222,23 +223,74 @@ class Processes:
         print(f"bench: {text}", file=sys.stderr, flush=True)
 
 
+def claim_run_name():
+    """A unique name for this run, "tether-bench-<pid>-<random>", and an
+    flock held on /dev/shm/<name>.alive for as long as the run lives (the
+    returned fd; the kernel drops it when the process dies, however it
+    dies). Every file the run makes is named after it, so another run's
+    sweep_stale can tell it is alive: by the lock, also from another pid
+    namespace (a container, a Bazel sandbox), where this pid means nothing
+    or names another process."""
+    for _ in range(100):
+        name = f"tether-bench-{os.getpid()}-{os.urandom(4).hex()}"
+        try:
+            # /dev/shm is world-writable: never follow a planted name.
+            fd = os.open(alive_path(name),
+                         os.O_CREAT | os.O_EXCL | os.O_RDWR | os.O_NOFOLLOW,
+                         0o600)
+        except FileExistsError:
+            continue
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return name, fd
+    raise RuntimeError("cannot make a unique run name in /dev/shm")
+
+
+def alive_path(name):
+    return f"/dev/shm/{name}.alive"
+
+
+def run_alive(name):
+    """True while the run `name` holds its lock, False once it died (or
+    ended), None when it has no lock file (a run of an older build)."""
+    try:
+        fd = os.open(alive_path(name), os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return True  # not ours to judge
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
 def sweep_stale():
     """Removes what a bench killed with SIGKILL (no cleanup ran) left: its
-    temporary directory and any shared-memory root, named by its pid."""
+    temporary directory, its shared-memory roots and its lock file, all
+    named after its run (claim_run_name)."""
     for pattern in (os.path.join(tempfile.gettempdir(), "tether-bench-*"),
                     "/dev/shm/tether-bench-*"):
         for path in glob.glob(pattern):
             parts = os.path.basename(path).split("-")
-            if len(parts) < 3 or not parts[2].isdigit():
+            if len(parts) < 4 or not parts[2].isdigit():
                 continue
-            pid = int(parts[2])
-            try:
-                os.kill(pid, 0)
-                continue  # still running: not ours to touch
-            except ProcessLookupError:
-                pass
-            except PermissionError:
+            name = "-".join(parts[:3] + [parts[3].split(".")[0]])
+            alive = run_alive(name)
+            if alive:
                 continue
+            if alive is None:
+                # No lock: an older build's run, judged by its pid (which
+                # only says something in our own pid namespace).
+                try:
+                    os.kill(int(parts[2]), 0)
+                    continue  # still running: not ours to touch
+                except ProcessLookupError:
+                    pass
+                except PermissionError:
+                    continue
             if os.path.ismount(path):  # a "+huge" tmpfs: unmount it first
                 r = subprocess.run(["umount", "-l", path], capture_output=True,
                                    text=True)
@@ -248,7 +300,13 @@ def sweep_stale():
                           f"run umount -l {path} as root",
                           file=sys.stderr, flush=True)
                     continue
-            shutil.rmtree(path, ignore_errors=True)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                try:
+                    os.remove(path)
+                except OSError:
+                    pass
 
 
 def dds_config(domain, shm):

@@ -13,8 +13,9 @@ import sys
 import tempfile
 import time
 
-from bench_lib.processes import (Interrupted, Processes, dds_config,
-                                 dies_with_us, sweep_stale)
+from bench_lib.processes import (Interrupted, Processes, alive_path,
+                                 claim_run_name, dds_config, dies_with_us,
+                                 sweep_stale)
 from bench_lib.stats import summarize
 from bench_lib.systems import (PAYLOADS, PLACEMENTS, Plan, make_systems,
                                target_keys)
@@ -32,8 +33,11 @@ class Bench(Processes):
                                  for p in PAYLOADS}
             self.plan.fanout_samples = args.samples * min(self.plan.rounds, 2)
         sweep_stale()
-        self.tmp = tempfile.mkdtemp(prefix=f"tether-bench-{os.getpid()}-")
-        self.shm_prefix = f"/dev/shm/tether-bench-{os.getpid()}-"
+        # Every file of this run is named after it, under its lock.
+        self.run_name, self.alive_fd = claim_run_name()
+        self.tmp = os.path.join(tempfile.gettempdir(), self.run_name)
+        os.mkdir(self.tmp, 0o700)  # fails on a planted name: never follows
+        self.shm_prefix = f"/dev/shm/{self.run_name}-"
         self.shm_count = 0
         self.huge_dir = None  # the "+huge" rows' tmpfs, while mounted
         self.roudi = None
@@ -74,6 +78,13 @@ class Bench(Processes):
                 except OSError:
                     pass
         shutil.rmtree(self.tmp, ignore_errors=True)
+        if self.alive_fd is not None:
+            try:
+                os.remove(alive_path(self.run_name))
+            except OSError:
+                pass
+            os.close(self.alive_fd)
+            self.alive_fd = None
 
     # --- preflight ------------------------------------------------------------
 

@@ -309,6 +309,35 @@ class BenchHarnessTest(unittest.TestCase):
         self.assertEqual(our_processes(), [])
         self.assertEqual(shm_left(p.pid), [])
 
+    def test_a_live_run_of_another_pid_namespace_is_not_swept(self):
+        # Another run whose pid means nothing here (a container, another
+        # Bazel sandbox) but which holds its lock: its files stay; once it
+        # is gone (the lock dropped), the next sweep removes them.
+        sys.path.insert(0, os.path.join(RUNFILES, "benchmarks"))
+        from bench_lib import processes  # noqa: E402
+        name = f"tether-bench-4194305-{os.urandom(4).hex()}"
+        alive = processes.alive_path(name)
+        tmp = os.path.join(tempfile.gettempdir(), name)
+        root = f"/dev/shm/{name}-0"
+        os.mkdir(tmp)
+        os.mkdir(root)
+        holder = subprocess.Popen(["flock", "-o", alive, "sleep", "60"])
+        try:
+            deadline = time.monotonic() + 10
+            while processes.run_alive(name) is not True:
+                self.assertLess(time.monotonic(), deadline, "no lock taken")
+                time.sleep(0.01)
+            processes.sweep_stale()
+            self.assertTrue(os.path.isdir(tmp))
+            self.assertTrue(os.path.isdir(root))
+        finally:
+            holder.kill()
+            holder.wait()
+        processes.sweep_stale()
+        self.assertFalse(os.path.exists(tmp))
+        self.assertFalse(os.path.exists(root))
+        self.assertFalse(os.path.exists(alive))
+
 
 if __name__ == "__main__":
     sys.exit(pyjunit.run(BenchHarnessTest))
