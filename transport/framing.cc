@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "transport/wire_bounds.h"
 #include "util/failure_path.h"
 
 namespace tether::transport {
@@ -59,9 +60,11 @@ size_t TableWords(uint32_t count) { return (1 + count + 1) / 2; }
 struct Framing {
   FramingStatus status = FramingStatus::kOk;
   uint32_t count = 0;
-  // Offset (words from the start) and size of each segment.
-  size_t start[kMaxSegments] = {};
-  size_t words[kMaxSegments] = {};
+  // Offset (words from the start) and size of each segment: the first
+  // `count` are set, the rest never read (not zeroed: a hot-path read pays
+  // for the segments it has, not for kMaxSegments).
+  size_t start[kMaxSegments];
+  size_t words[kMaxSegments];
 };
 
 // Parses the segment table. Never reads outside `bytes`.
@@ -382,7 +385,7 @@ SlotMessageReader::SlotMessageReader(std::span<const std::byte> bytes,
     const auto* words = reinterpret_cast<const capnp::word*>(bytes.data());
     segment_count_ = framing.count;
     for (uint32_t i = 0; i < framing.count; ++i) {
-      segments_[i] = kj::arrayPtr(words + framing.start[i], framing.words[i]);
+      segments_[i] = {words + framing.start[i], framing.words[i]};
     }
   }
 }
@@ -390,7 +393,9 @@ SlotMessageReader::SlotMessageReader(std::span<const std::byte> bytes,
 SlotMessageReader::~SlotMessageReader() noexcept(false) = default;
 
 kj::ArrayPtr<const capnp::word> SlotMessageReader::getSegment(capnp::uint id) {
-  if (id < segment_count_) return segments_[id];
+  if (id < segment_count_) {
+    return kj::arrayPtr(segments_[id].begin, segments_[id].words);
+  }
   return nullptr;
 }
 
@@ -410,9 +415,16 @@ FramingStatus CheckWholeMessage(SlotMessageReader& reader, std::string* why,
     if (why != nullptr) *why = FramingStatusName(reader.status());
     return reader.status();
   }
+  // A message of one segment (what tether's publishers make) is bounded by
+  // a quick walk (wire_bounds.h); where that walk does not decide, and for
+  // every other message, Cap'n Proto walks it and gives the verdict.
+  const bool bounded =
+      reader.segment_count() == 1 &&
+      OneSegmentInBounds(reader.segment_words(0),
+                         static_cast<int>(reader.getOptions().nestingLimit));
   try {
     const capnp::AnyPointer::Reader r = reader.getRoot<capnp::AnyPointer>();
-    (void)r.targetSize();
+    if (!bounded) (void)r.targetSize();
     if (root != nullptr) *root = r;
   } catch (const kj::Exception& e) {
     failure_path.Failed();

@@ -296,10 +296,24 @@ class SlotMessageReader final : public capnp::MessageReader {
   // Called by Cap'n Proto: segment `id`, or empty.
   kj::ArrayPtr<const capnp::word> getSegment(capnp::uint id) override;
 
+  // The segments as framed (none unless ok()); segment `id` as words.
+  uint32_t segment_count() const { return segment_count_; }
+  std::span<const uint64_t> segment_words(uint32_t id) const {
+    if (id >= segment_count_) return {};
+    return {reinterpret_cast<const uint64_t*>(segments_[id].begin),
+            segments_[id].words};
+  }
+
  private:
   FramingStatus status_;
   uint32_t segment_count_ = 0;
-  kj::ArrayPtr<const capnp::word> segments_[kMaxSegments];
+  // The first segment_count_ are set; the rest are never read (left
+  // uninitialized: a read on the hot path does not pay for 16 entries).
+  struct Segment {
+    const capnp::word* begin;
+    size_t words;
+  };
+  Segment segments_[kMaxSegments];
 };
 
 // Destroys `reader` after a check of it failed, inside the failure path's
@@ -341,7 +355,10 @@ struct [[nodiscard]] RootResult {
 
 namespace internal {
 // Walks the whole message once (every pointer bounds-checked, nesting and
-// traversal limits applied) and catches Cap'n Proto's exception. `why`, if
+// traversal limits applied) and catches Cap'n Proto's exception. A message
+// of one segment is walked by wire_bounds.h's quick walk, which charges
+// none of the traversal limit; the rest, and what that walk declines, by
+// Cap'n Proto (AnyPointer::targetSize). `why`, if
 // given, receives its description (allocates only then, on the failure
 // path).
 // `root`, if given, receives the checked root (valid while `reader` lives),

@@ -40,3 +40,21 @@ struct Choice {
     image @1 :Data;
   }
 }
+
+# Every kind of list and pointer, for wire_bounds_test.cc.
+struct Kinds {
+  flags @0 :List(Bool);
+  matrix @1 :List(List(Int16));
+  voids @2 :List(Void);
+  bytes @3 :List(UInt8);
+  shorts @4 :List(Int16);
+  ints @5 :List(Int32);
+  longs @6 :List(Int64);
+  samples @7 :List(Sample);
+  sample @8 :Sample;
+  empties @9 :List(Empty);
+  empty @10 :Empty;
+  scalars @11 :Scalars;
+}
+
+struct Empty {}
