@@ -184,8 +184,10 @@ int RunLaunch(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
        absl::StrSplit(args.Option("schemas"), ',', absl::SkipEmpty())) {
     options.schema_files.emplace_back(file);
   }
+  loop::StopSignalOptions stop_options;
+  stop_options.signals = {SIGINT, SIGTERM, SIGHUP};
   absl::StatusOr<std::unique_ptr<loop::StopSignals>> stop =
-      loop::StopSignals::Install({.signals = {SIGINT, SIGTERM, SIGHUP}});
+      loop::StopSignals::Install(stop_options);
   if (!stop.ok()) {
     err << "tether launch: " << stop.status().message() << "\n";
     return kExitFailure;

@@ -46,7 +46,9 @@ class ScopedGroup {
   ~ScopedGroup() {
     if (created_) {
       const std::string cmd = "groupdel " + name_ + " >/dev/null 2>&1";
-      (void)std::system(cmd.c_str());
+      if (std::system(cmd.c_str()) != 0) {
+        // Best effort: a group left behind is harmless (a bare gid).
+      }
     }
   }
   ScopedGroup(const ScopedGroup&) = delete;
