@@ -71,10 +71,23 @@ absl::StatusOr<std::unique_ptr<McapFile>> McapFile::Open(
     return absl::DataLossError(text);
   }
   struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
     ::close(fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, " is not a regular file"));
+    return absl::DataLossError(
+        absl::StrCat("cannot stat ", path, ": ", std::strerror(err)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    const char* what = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "a device";
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " is not a regular file (it is ", what,
+        "): give the path of a .mcap log, e.g. one `tether record` wrote "
+        "(a split recording's parts are NAME_000.mcap, NAME_001.mcap, "
+        "...); a stream must be copied to a file first"));
   }
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
