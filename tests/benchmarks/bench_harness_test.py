@@ -305,7 +305,10 @@ class BenchHarnessTest(unittest.TestCase):
         _, err = p.communicate(timeout=60)
         self.assertEqual(p.returncode, 130, err[-2000:])
         self.assertIn("interrupted", err)
-        time.sleep(0.5)  # killed children are reaped by init
+        # Killed children are reaped by init: wait for that, bounded.
+        deadline = time.monotonic() + 30
+        while our_processes() and time.monotonic() < deadline:
+            time.sleep(0.1)
         self.assertEqual(our_processes(), [])
         self.assertEqual(shm_left(p.pid), [])
 

@@ -83,6 +83,21 @@ TEST_F(RecoverTest, AKilledLoggersFileIsReadableAndRecoversComplete) {
     PublishBytes(**pub, SampleMessage(sent));
     std::this_thread::sleep_for(std::chrono::microseconds(700));
   }
+  // Killed once closed chunks hold at least 100 of them (waited for, not
+  // assumed from the 0.4 s of sends: a loaded machine runs the child late).
+  ASSERT_TRUE(WaitFor([&] {
+    auto reader = LogReader::Open(path);  // not there yet: look again
+    if (!reader.ok()) return false;
+    const LogChannel* c = (*reader)->FindChannel("/kill/me");
+    if (c == nullptr) return false;
+    LogReadOptions o;
+    o.channels = {c->id};
+    auto cursor = (*reader)->Read(o);
+    LogMessage m;
+    size_t n = 0;
+    while (n < 100 && cursor->Next(&m)) ++n;
+    return n >= 100;
+  }, 20));
   ::kill(child, SIGKILL);
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
@@ -98,7 +113,7 @@ TEST_F(RecoverTest, AKilledLoggersFileIsReadableAndRecoversComplete) {
   bool indexed = true;
   const std::vector<Logged> killed = ReadChannel(path, "/kill/me", &indexed);
   EXPECT_FALSE(indexed);
-  ASSERT_GT(killed.size(), 100u) << "closed chunks hold most of 0.4 s";
+  ASSERT_GE(killed.size(), 100u) << "closed chunks hold what was there";
   for (size_t i = 0; i < killed.size(); ++i) {
     ASSERT_EQ(killed[i].queue_index, i) << "a hole in what was kept";
     const std::vector<std::byte> want = SampleMessage(static_cast<int>(i));

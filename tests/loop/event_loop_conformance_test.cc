@@ -291,7 +291,9 @@ TEST_P(ConformanceTest, OneShotAndPeriodicTimers) {
   EXPECT_EQ(((last_due - (start + Ms(2))) % Ms(4)).count(), 0);
   EXPECT_EQ(periodic + static_cast<int64_t>(p->stats().missed), dues);
   EXPECT_GE(dues, 10);
-  EXPECT_GE(periodic, 3);
+  // A real loop stalled by a loaded machine runs a late timer once for
+  // several due times (counted missed above).
+  EXPECT_GE(periodic, simulated() ? 10 : 1);
 }
 
 TEST_P(ConformanceTest, PhasedLoopRunsOnItsPhase) {
@@ -306,7 +308,7 @@ TEST_P(ConformanceTest, PhasedLoopRunsOnItsPhase) {
       },
       Ms(5), Ms(2));
   harness_->RunFor(Ms(52));
-  ASSERT_GE(due.size(), 3u);
+  ASSERT_GE(due.size(), simulated() ? 3u : 1u);
   for (MonotonicTime t : due) {
     EXPECT_EQ((t.time_since_epoch() % Ms(5)), Ms(2));
   }
@@ -326,15 +328,18 @@ TEST_P(ConformanceTest, LostMessagesAreReportedExactly) {
                       [&](Scalars::Reader m, const MessageContext& c) {
                         got.push_back(m.getI64());
                         missed += c.missed;
+                        if (!simulated() && got.size() == 8) harness_->Exit();
                       })
                   .ok());
   // 24 sends in one callback into a depth-8 channel: the watcher runs after
-  // it and finds the newest 8; the 16 before are lost, and said so.
+  // it and finds the newest 8; the 16 before are lost, and said so. (A real
+  // loop ends when it has them: an end timer could come due with the send
+  // timer on a loaded machine and end the run before the watcher ran.)
   loop->AddTimer([&] {
         for (int i = 0; i < 24; ++i) SendScalar(sender->get(), i);
       })
       ->Schedule(loop->monotonic_now() + Ms(1));
-  harness_->RunFor(Ms(10));
+  harness_->RunFor(simulated() ? Ms(10) : Ms(5000));
   EXPECT_THAT(got, ElementsAre(16, 17, 18, 19, 20, 21, 22, 23));
   EXPECT_EQ(missed, 16u);
   EXPECT_EQ(loop->watcher_stats(0).missed, 16u);
@@ -357,11 +362,12 @@ TEST_P(ConformanceTest, ACallbackThatOutlivesTheQueueReadsItsMessageIntact) {
         }
         EXPECT_EQ(m.getI64(), before);
         got.push_back(before);
+        if (!simulated() && before == 24) harness_->Exit();
       });
   ASSERT_TRUE(watcher.ok()) << watcher.status();
   loop->AddTimer([&] { SendScalar(sender->get(), 0); })
       ->Schedule(loop->monotonic_now() + Ms(1));
-  harness_->RunFor(Ms(20));
+  harness_->RunFor(simulated() ? Ms(20) : Ms(5000));
   ASSERT_FALSE(got.empty());
   EXPECT_EQ(got.front(), 0);
   EXPECT_EQ(got.back(), 24);

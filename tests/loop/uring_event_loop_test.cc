@@ -147,33 +147,36 @@ TEST_P(UringEventLoopTest, IdleNodeAllocatesNothingAfterStartAndStaysSmall) {
                       })
                   .ok());
   // A 1 kHz control loop that sends and fetches: steady state of a node.
+  // Counted by cycles, not by time: allocations between its 50th and its
+  // 200th run (a loaded machine runs late cycles once for several).
   int cycles = 0;
+  std::unique_ptr<testing_util::AllocationCounter> counter;
+  int64_t allocations = -1;
   loop->AddPhasedLoop(
       [&](int) {
         ++cycles;
+        if (cycles == 50) {
+          counter = std::make_unique<testing_util::AllocationCounter>();
+        }
         auto loan = (*sender)->MakeLoan();
         loan.root().setI64(1);
         (void)(*sender)->Send(std::move(loan));
         transport::Message<Scalars> m;
         (void)(*fetcher)->Latest(&m);
+        if (cycles == 200) {
+          allocations = counter->count();
+          loop->Exit();
+        }
       },
       milliseconds(1));
-  std::unique_ptr<testing_util::AllocationCounter> counter;
-  loop->AddTimer([&] {
-        counter = std::make_unique<testing_util::AllocationCounter>();
-      })
-      ->Schedule(loop->monotonic_now() + milliseconds(50));
-  int64_t allocations = -1;
-  loop->AddTimer([&] {
-        allocations = counter->count();
-        loop->Exit();
-      })
-      ->Schedule(loop->monotonic_now() + milliseconds(400));
+  // A bound for a loop that hangs, not a measure.
+  loop->AddTimer([&] { loop->Exit(); })
+      ->Schedule(loop->monotonic_now() + std::chrono::seconds(30));
   loop->Run();
   counter.reset();
+  EXPECT_EQ(cycles, 200);
   EXPECT_EQ(allocations, 0);
-  EXPECT_GT(cycles, 100);
-  EXPECT_GT(got, 100);
+  EXPECT_GT(got, 0);
   const int64_t rss = RssKiB();
   std::printf("RSS of the test process with an idle node: %lld KiB\n",
               static_cast<long long>(rss));

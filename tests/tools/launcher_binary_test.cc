@@ -219,13 +219,14 @@ TEST_F(TetherLaunchTest, RunsForDurationAndPrefixesOutput) {
       testing::WithDemoSchema(StackJson(
           {testing::ImuChannel("/test/imu")},
           {ShellNode("hello", "echo hi from $TETHER_NODE; exec sleep 30")})));
-  std::vector<std::string> args = {File("stack.json"), "--duration", "0.5"};
+  // Long enough for /bin/sh to start and echo on a loaded machine.
+  std::vector<std::string> args = {File("stack.json"), "--duration", "3"};
   for (const std::string& a : ChannelArgs()) args.push_back(a);
   EXPECT_EQ(Run(args), 0) << ReadFile(File("err"));
   const std::string out = ReadFile(File("out"));
   EXPECT_THAT(out, HasSubstr("created 1 channel in " + root_.root() + "/test"));
   EXPECT_THAT(out, HasSubstr("[hello] hi from hello\n"));
-  EXPECT_THAT(out, HasSubstr("--duration 0.50 s is over"));
+  EXPECT_THAT(out, HasSubstr("--duration 3.00 s is over"));
   EXPECT_THAT(out, HasSubstr("hello  stopped"));
 }
 

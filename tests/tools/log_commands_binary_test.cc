@@ -29,7 +29,6 @@
 #include "tests/tools/json_test_parser.h"
 #include "tests/tools/run_tether.h"
 
-extern char** environ;
 
 namespace tether::tools::test {
 namespace {
@@ -178,24 +177,22 @@ TEST_F(LogCommandsTest, ReplayIntoAnotherInstance) {
 
 TEST_F(LogCommandsTest, SigintFinishesTheFileCleanly) {
   const std::string file = TempFile("cli-sigint.mcap");
-  const std::string path = TetherPath();
-  std::vector<std::string> args = {path, "record", "--out", file, "--force",
+  std::vector<std::string> args = {"record", "--out", file, "--force",
                                    "--from-oldest"};
   for (const std::string& w : Where(root_)) args.push_back(w);
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  ASSERT_EQ(posix_spawn(&pid, path.c_str(), nullptr, nullptr, argv.data(), environ), 0);
+  const pid_t pid = StartTether(args, "sigint");
+  ASSERT_GT(pid, 0);
   auto pub = transport::RawPublisher::Create(samples_.get());
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   for (int i = 0; i < 50; ++i) PublishBytes(**pub, SampleMessage(i));
+  // Until its stop handler is in (it says "recording" after that) and it
+  // has the 50 messages (from the oldest): the summary counts them.
+  ASSERT_TRUE(WaitFor([&] {
+    return StartedStderr("sigint").find("recording ") != std::string::npos;
+  }));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   ::kill(pid, SIGINT);
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  const Outcome o = WaitTether(pid, "sigint", {.timeout_s = 20});
+  EXPECT_EQ(o.code, 0) << o.err;
   const Outcome info = RunTether({"log", "info", file, "--json"});
   absl::StatusOr<JsonValue> json = ParseJson(info.out);
   ASSERT_TRUE(json.ok()) << info.out;
@@ -479,12 +476,10 @@ TEST_F(LogCommandsTest, ASecondSigintSaysTheFileIsUnfinishedAndHowToRecover) {
   for (const std::string& w : Where(root_)) args.push_back(w);
   const pid_t pid = StartTether(args, "sigint2");
   ASSERT_GT(pid, 0);
-  // Until it is recording (the file has its header).
+  // Until it is recording with its stop handler in (it says so after).
   ASSERT_TRUE(WaitFor([&] {
-    return std::filesystem::exists(file) &&
-           std::filesystem::file_size(file) > 0;
+    return StartedStderr("sigint2").find("recording ") != std::string::npos;
   }));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   ::kill(pid, SIGINT);
   ::kill(pid, SIGTERM);
   const Outcome o = WaitTether(pid, "sigint2", {.timeout_s = 20});

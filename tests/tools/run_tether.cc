@@ -123,6 +123,10 @@ pid_t StartTether(std::vector<std::string> args, const std::string& tag,
   return pid;
 }
 
+std::string StartedStderr(const std::string& tag) {
+  return Slurp(OutputPath(tag, "err"));
+}
+
 Outcome WaitTether(pid_t pid, const std::string& tag,
                    const RunOptions& options) {
   Outcome outcome;

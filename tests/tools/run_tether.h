@@ -48,6 +48,9 @@ pid_t StartTether(std::vector<std::string> args, const std::string& tag,
                   const RunOptions& options = {});
 Outcome WaitTether(pid_t pid, const std::string& tag,
                    const RunOptions& options = {});
+// What the command StartTether() started as `tag` has written to stderr so
+// far.
+std::string StartedStderr(const std::string& tag);
 
 }  // namespace tether::tools::test
 
