@@ -324,18 +324,28 @@ class BenchHarnessTest(unittest.TestCase):
         root = f"/dev/shm/{name}-0"
         os.mkdir(tmp)
         os.mkdir(root)
-        holder = subprocess.Popen(["flock", "-o", alive, "sleep", "60"])
+        # The lock's holder is one process (flock(1) forks a child that
+        # holds the lock until it gets to run, which on a loaded machine can
+        # be after its parent is killed): killed and reaped, the lock is
+        # gone.
+        holder = subprocess.Popen(
+            [PYTHON, "-c",
+             "import fcntl, os, sys, time\n"
+             "fd = os.open(sys.argv[1], os.O_CREAT | os.O_RDWR, 0o600)\n"
+             "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+             "print('locked', flush=True)\n"
+             "time.sleep(60)\n", alive],
+            stdout=subprocess.PIPE, text=True)
         try:
-            deadline = time.monotonic() + 10
-            while processes.run_alive(name) is not True:
-                self.assertLess(time.monotonic(), deadline, "no lock taken")
-                time.sleep(0.01)
+            self.assertEqual(holder.stdout.readline().strip(), "locked")
+            self.assertTrue(processes.run_alive(name))
             processes.sweep_stale()
             self.assertTrue(os.path.isdir(tmp))
             self.assertTrue(os.path.isdir(root))
         finally:
             holder.kill()
             holder.wait()
+            holder.stdout.close()
         processes.sweep_stale()
         self.assertFalse(os.path.exists(tmp))
         self.assertFalse(os.path.exists(root))
