@@ -44,19 +44,12 @@ using internal::BuiltFile;
 using internal::DescribeParams;
 using internal::ErrnoStatus;
 using internal::Escape;
-using internal::HumanBytes;
 using internal::Initialise;
 using internal::InitialiseState;
-using internal::InstanceDirMode;
-using internal::kStateMarker;
-using internal::kTmpMarker;
-using internal::MakeDirs;
 using internal::NewNonce;
 using internal::NoSpaceStatus;
 using internal::RemoveStateFiles;
-using internal::StateNonce;
 using internal::StatePath;
-using internal::Unescape;
 
 // True if `fd` (the channel file at `path`) was made by another tether
 // build -- a layout version other than ours, from 2 on -- and no process

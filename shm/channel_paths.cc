@@ -35,31 +35,13 @@
 namespace tether::shm {
 namespace {
 
-using internal::ChannelHeader;
 using internal::Layout;
-using internal::PublisherEntry;
-using internal::ReaderEntry;
-using internal::ReaderStateHeader;
 using internal::StateLayout;
-using internal::SleeperEntry;
-using internal::SlotHeader;
-using internal::BuildFile;
-using internal::BuiltFile;
-using internal::DescribeParams;
 using internal::ErrnoStatus;
 using internal::Escape;
-using internal::HumanBytes;
-using internal::Initialise;
-using internal::InitialiseState;
-using internal::InstanceDirMode;
 using internal::kStateMarker;
-using internal::kTmpMarker;
 using internal::MakeDirs;
-using internal::NewNonce;
-using internal::NoSpaceStatus;
 using internal::RemoveStateFiles;
-using internal::StateNonce;
-using internal::StatePath;
 using internal::Unescape;
 
 }  // namespace

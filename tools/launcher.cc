@@ -1,19 +1,12 @@
 #include "tools/launcher.h"
 
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <climits>
 #include <filesystem>
-#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "capnp/message.h"
 #include "tools/instance_lock.h"
 #include "tools/launch_plan.h"
@@ -30,7 +23,6 @@ namespace fs = std::filesystem;
 using launcher_internal::Clock;
 using launcher_internal::kSay;
 using launcher_internal::Seconds;
-using std::chrono::milliseconds;
 
 }  // namespace
 
