@@ -282,6 +282,19 @@ TEST(McapReader, AFifoIsNotARegularFileAndIsNotWaitedOn) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
+// A folder given as a log says it is one and what to give instead.
+TEST(McapReader, AFolderSaysItIsOneAndWhatToGive) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = tmp != nullptr ? tmp : "/tmp";
+  auto r = McapReader::Open(dir);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  EXPECT_THAT(std::string(r.status().message()),
+              ::testing::HasSubstr("is not a regular file (it is a directory)"));
+  EXPECT_THAT(std::string(r.status().message()),
+              ::testing::HasSubstr("give the path of a .mcap log"));
+}
+
 TEST(McapWriter, AFifoNobodyReadsIsRefusedNotWaitedOn) {
   const std::string fifo = Fifo("writer.fifo");
   const int status = InChild([&] {
