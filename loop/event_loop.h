@@ -177,8 +177,14 @@ class EventLoop : protected transport::EndpointHooks {
   // and the loop logs one line for the first on each channel (stderr:
   // channel, queue index, publisher pid, why). The check is RT-safe for
   // valid messages and may allocate on its failure path only (framing.h),
-  // also with allocation checking on. Fails if the channel carries another
-  // type (both names in the error).
+  // also with allocation checking on. A pointer of the wrong kind for its
+  // field (a list where the schema has a struct: in bounds, so the check
+  // passes) throws kj::Exception when `fn` reads that field: the loop
+  // catches it and counts and logs the message as malformed the same way
+  // (what `fn` did before that read stays done). With allocation checking
+  // on, `fn` runs in a failure-path scope (util/failure_path.h): its own
+  // allocations are reported when it returns, the exception's forgiven.
+  // Fails if the channel carries another type (both names in the error).
   template <typename T>
   absl::StatusOr<WatcherHandle*> MakeWatcher(
       const std::string& channel,
@@ -191,22 +197,27 @@ class EventLoop : protected transport::EndpointHooks {
                            why = std::string()](const RawMessage& m,
                                                 WatcherStats& stats) mutable {
       // Checked in the callback's scope: only the check's failure path may
-      // allocate (framing.h, "Failure path").
+      // allocate (framing.h, "Failure path"). `fn` runs in ReadChecked's
+      // failure-path scope: a pointer of the wrong kind for its field
+      // passes the bounds check and throws when `fn` reads it, and that
+      // exception allocates.
       std::optional<transport::SlotMessageReader> reader;
       reader.emplace(m.bytes);
       const transport::RootResult<T> checked =
           transport::CheckedRoot<T>(*reader, &why);
-      if (!checked.ok()) {
+      const auto malformed = [&] {
         ++stats.malformed;
         transport::DiscardAfterFailure(reader);
         MessageMalformed(*channel_handle, m.context, why);
+      };
+      if (!checked.ok()) {
+        malformed();
         return;
       }
-      try {
-        fn(checked.root, m.context);
-      } catch (const kj::Exception&) {
-        ++stats.malformed;  // a field of the wrong kind, read by fn
-      }
+      (void)transport::ReadChecked(
+          checked.root,
+          [&fn, &m](typename T::Reader root) { fn(root, m.context); }, &why,
+          malformed);
     });
   }
   // Counters of the i-th watcher made on this loop (zeros for an unknown

@@ -392,26 +392,37 @@ RootResult<T> CheckedRoot(SlotMessageReader& reader,
   return result;
 }
 
-// Runs fn(T::Reader) on the checked root; a kj::Exception thrown while fn
-// reads the message becomes kMalformed (fn's own side effects up to the
-// throw remain). Exceptions of other types propagate. Same cost as
-// CheckedRoot() plus fn. fn runs in the failure-path scope too: in a
-// real-time scope an allocation of fn is let through until fn returns,
-// forgiven if fn threw a kj::Exception, aborted on if it returned.
+// Runs fn(root) on a root that passed CheckedRoot(); a kj::Exception thrown
+// while fn reads the message (a pointer of the wrong kind for the field
+// read) becomes kMalformed, its description in `why` (fn's own side
+// effects up to the throw remain). Exceptions of other types propagate.
+// fn runs in a failure-path scope: in a real-time scope an allocation of
+// fn is let through until fn returns, forgiven if fn threw a
+// kj::Exception, aborted on if it returned. `on_failure`, if given, runs
+// inside that failed scope (to free what the failure made: the reader).
+template <typename Reader, typename Fn, typename OnFailure>
+FramingStatus ReadChecked(Reader root, Fn&& fn, std::string* why,
+                          OnFailure&& on_failure) {
+  util::FailurePathAllocationScope failure_path;
+  try {
+    fn(root);
+  } catch (const kj::Exception& e) {
+    failure_path.Failed();
+    internal::Describe(e, why);
+    on_failure();
+    return FramingStatus::kMalformed;
+  }
+  return FramingStatus::kOk;
+}
+
+// CheckedRoot() and then ReadChecked(): fn(T::Reader) on the checked root,
+// any failure as kMalformed. Same cost as CheckedRoot() plus fn.
 template <typename T, typename Fn>
 FramingStatus VisitRoot(SlotMessageReader& reader, Fn&& fn,
                         std::string* why = nullptr) {
   RootResult<T> checked = CheckedRoot<T>(reader, why);
   if (!checked.ok()) return checked.status;
-  util::FailurePathAllocationScope failure_path;
-  try {
-    fn(checked.root);
-  } catch (const kj::Exception& e) {
-    failure_path.Failed();
-    internal::Describe(e, why);
-    return FramingStatus::kMalformed;
-  }
-  return FramingStatus::kOk;
+  return ReadChecked(checked.root, std::forward<Fn>(fn), why, [] {});
 }
 
 }  // namespace tether::transport

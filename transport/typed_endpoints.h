@@ -291,6 +291,29 @@ class Subscriber {
   ReceiveStatus Latest(Message<T>* out) {
     return Take(raw_->Latest(&raw_msg_), out);
   }
+  // Runs fn(root) on the message the last Next() or Latest() returned, as
+  // a typed watcher runs its callback: the check cannot see a pointer of
+  // the wrong kind for its field (in bounds), which throws kj::Exception
+  // when fn reads that field. Here that becomes kMalformed: counted in
+  // malformed(), reported as a failed check is, the message released (what
+  // fn did before that read stays done). kNothingNew when no message is
+  // held. Reading `root` outside Read() is as fast, but such a throw
+  // reaches the caller (and, in a real-time scope under the allocation
+  // checker, aborts: the exception allocates). RT-safe when fn is; fn runs
+  // in a failure-path scope (framing.h, ReadChecked()).
+  template <typename Fn>
+  ReceiveStatus Read(Fn&& fn) {
+    if (!reader_.has_value()) return ReceiveStatus::kNothingNew;
+    const FramingStatus status =
+        ReadChecked(root_, std::forward<Fn>(fn), &why_, [this] {
+          reader_.reset();  // inside the failed scope: its frees forgiven
+          ++malformed_;
+          raw_->ReportMalformed(raw_msg_, why_);
+          raw_->Release();
+        });
+    return status == FramingStatus::kOk ? ReceiveStatus::kOk
+                                        : ReceiveStatus::kMalformed;
+  }
   // Unpins the last message (its root must not be read after). RT-safe.
   void Release() {
     reader_.reset();
@@ -315,7 +338,7 @@ class Subscriber {
       raw_->Release();
       return ReceiveStatus::kMalformed;
     }
-    out->root = root.root;
+    root_ = out->root = root.root;
     out->context = raw_msg_.context;
     out->bytes = raw_msg_.bytes;
     return ReceiveStatus::kOk;
@@ -324,6 +347,7 @@ class Subscriber {
   std::unique_ptr<RawSubscriber> raw_;
   RawMessage raw_msg_;
   std::optional<SlotMessageReader> reader_;
+  typename T::Reader root_;  // of reader_, while it holds a message
   uint64_t malformed_ = 0;
   // Why the last malformed message failed: written on the failure path
   // only, kept (freeing it in a real-time scope would abort the checker).

@@ -31,7 +31,7 @@ constexpr char kStack[] = R"({
     {"name": "/test/a", "type": "tests/transport/framing_test.capnp:Scalars",
      "maxSize": 256, "queueDepth": 8, "maxPublishers": 2, "maxPinned": 4},
     {"name": "/test/blob", "type": "tests/transport/framing_test.capnp:Sample",
-     "maxSize": 65536, "queueDepth": 4, "maxPublishers": 1, "maxPinned": 2}
+     "maxSize": 65536, "queueDepth": 4, "maxPublishers": 2, "maxPinned": 2}
   ]
 })";
 
@@ -301,6 +301,161 @@ TEST_F(CheckedLoopTest, ACorruptRootPointerIsSkippedAndReportedOnTheRealLoop) {
       ::testing::internal::GetCapturedStderr());
 }
 
+// What a hostile or buggy publisher can send that passes the bounds check:
+// a Sample whose label (pointer 0) is a struct, not Text. The watcher's
+// callback reads the stamp, then the label, which throws (and Cap'n Proto's
+// exception allocates); a valid Sample follows. Before the callback ran in
+// a failure-path scope this aborted a node that checks allocations.
+struct WrongKindFieldScenario {
+  std::unique_ptr<RawSender> raw;
+  std::unique_ptr<Sender<Sample>> sender;
+  WatcherHandle* watcher = nullptr;
+  std::vector<uint64_t> stamps;  // read before the label, by every call
+  std::vector<std::string> labels;
+
+  void SetUp(EventLoop* loop, absl::AnyInvocable<void()> exit) {
+    auto r = loop->MakeRawSender("/test/blob");
+    ASSERT_TRUE(r.ok()) << r.status();
+    raw = std::move(*r);
+    auto s = loop->MakeSender<Sample>("/test/blob");
+    ASSERT_TRUE(s.ok()) << s.status();
+    sender = std::move(*s);
+    stamps.reserve(4);
+    labels.reserve(4);
+    auto w = loop->MakeWatcher<Sample>(
+        "/test/blob",
+        [this, exit = std::move(exit)](Sample::Reader m,
+                                       const MessageContext&) mutable {
+          stamps.push_back(m.getStamp());
+          const capnp::Text::Reader label = m.getLabel();  // throws on the bad
+          labels.emplace_back(label.cStr(), label.size());
+          if (labels.size() == 1) exit();
+        });
+    ASSERT_TRUE(w.ok()) << w.status();
+    watcher = *w;
+    capnp::MallocMessageBuilder wrong;
+    StructFirst::Builder b = wrong.initRoot<StructFirst>();
+    b.setStamp(41);
+    b.initInner().setName("a struct where Sample has Text");
+    kj::Array<capnp::word> flat = capnp::messageToFlatArray(wrong);
+    std::vector<capnp::word> bad(flat.begin(), flat.end());
+    loop->AddTimer([this, bad] {
+          std::span<std::byte> slot = raw->Loan();
+          const size_t size = bad.size() * sizeof(capnp::word);
+          std::memcpy(slot.data(), bad.data(), size);
+          (void)raw->Send(size);
+          auto loan = sender->MakeLoan();
+          loan.root().setStamp(42);
+          loan.root().setLabel("fine");
+          (void)sender->Send(std::move(loan));
+        })
+        ->Schedule(loop->monotonic_now() + milliseconds(1));
+  }
+
+  void ExpectBadCountedGoodDelivered(const std::string& log) {
+    ASSERT_EQ(stamps.size(), 2u);
+    EXPECT_EQ(stamps[0], 41u);  // what the callback did before the bad read
+    EXPECT_EQ(stamps[1], 42u);
+    ASSERT_EQ(labels.size(), 1u);
+    EXPECT_EQ(labels[0], "fine");
+    EXPECT_EQ(watcher->stats().received, 2u);
+    EXPECT_EQ(watcher->stats().malformed, 1u);
+    EXPECT_NE(log.find("channel /test/blob: skipped a malformed message"),
+              std::string::npos)
+        << log;
+    EXPECT_NE(log.find("where text was expected"),
+              std::string::npos)
+        << log;
+  }
+};
+
+TEST_F(CheckedLoopTest,
+       AFieldOfTheWrongKindIsCountedNotFatalOnTheSimulatedLoop) {
+  auto factory = Factory();
+  EventLoop* loop = factory->MakeEventLoop("node");
+  WrongKindFieldScenario scenario;
+  scenario.SetUp(loop, [] {});
+  ::testing::internal::CaptureStderr();
+  factory->RunFor(milliseconds(10));
+  scenario.ExpectBadCountedGoodDelivered(
+      ::testing::internal::GetCapturedStderr());
+}
+
+TEST_F(CheckedLoopTest, AFieldOfTheWrongKindIsCountedNotFatalOnTheRealLoop) {
+  auto channels = transport::ChannelSet::Create(root_.options(), *stack_,
+                                                schemas_);
+  ASSERT_TRUE(channels.ok()) << channels.status();
+  UringEventLoopOptions options;
+  options.check_allocations = true;
+  auto loop = UringEventLoop::Create("node", channels->get(), options);
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  UringEventLoop* real = loop->get();
+  WrongKindFieldScenario scenario;
+  scenario.SetUp(real, [real] { real->Exit(); });
+  // A bound for a run whose good message never comes (a failed set-up).
+  real->AddTimer([real] { real->Exit(); })
+      ->Schedule(real->monotonic_now() + std::chrono::seconds(10));
+  ::testing::internal::CaptureStderr();
+  (void)real->Run();
+  scenario.ExpectBadCountedGoodDelivered(
+      ::testing::internal::GetCapturedStderr());
+}
+
+// The same message through a typed fetcher: Next() passes it (the check
+// cannot see the kind), and Fetcher::Read() turns the throw of the label's
+// read into kMalformed, inside a timer callback with checking on.
+TEST_F(CheckedLoopTest, AFetcherReadOfAFieldOfTheWrongKindIsMalformed) {
+  auto factory = Factory();
+  EventLoop* loop = factory->MakeEventLoop("node");
+  auto raw = loop->MakeRawSender("/test/blob");
+  ASSERT_TRUE(raw.ok()) << raw.status();
+  auto sender = loop->MakeSender<Sample>("/test/blob");
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  auto fetcher = loop->MakeFetcher<Sample>("/test/blob");
+  ASSERT_TRUE(fetcher.ok()) << fetcher.status();
+  capnp::MallocMessageBuilder wrong;
+  wrong.initRoot<StructFirst>().initInner().setName("not text");
+  kj::Array<capnp::word> flat = capnp::messageToFlatArray(wrong);
+  const std::vector<capnp::word> bad(flat.begin(), flat.end());
+  ReceiveStatus next[3] = {};
+  ReceiveStatus read[2] = {};
+  bool fine = false;
+  loop->AddTimer([&] {
+        std::span<std::byte> slot = (*raw)->Loan();
+        std::memcpy(slot.data(), bad.data(), bad.size() * sizeof(capnp::word));
+        (void)(*raw)->Send(bad.size() * sizeof(capnp::word));
+        auto loan = (*sender)->MakeLoan();
+        loan.root().setLabel("fine");
+        (void)(*sender)->Send(std::move(loan));
+      })
+      ->Schedule(loop->monotonic_now() + milliseconds(1));
+  loop->AddTimer([&] {
+        Message<Sample> m;
+        for (int i = 0; i < 2; ++i) {
+          next[i] = (*fetcher)->Next(&m);
+          read[i] = (*fetcher)->Read([&](Sample::Reader r) {
+            fine = std::strcmp(r.getLabel().cStr(), "fine") == 0;
+          });
+        }
+        next[2] = (*fetcher)->Next(&m);
+      })
+      ->Schedule(loop->monotonic_now() + milliseconds(2));
+  ::testing::internal::CaptureStderr();
+  factory->RunFor(milliseconds(10));
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(next[0], ReceiveStatus::kOk);
+  EXPECT_EQ(read[0], ReceiveStatus::kMalformed);
+  EXPECT_EQ(next[1], ReceiveStatus::kOk);
+  EXPECT_EQ(read[1], ReceiveStatus::kOk);
+  EXPECT_TRUE(fine);
+  EXPECT_EQ(next[2], ReceiveStatus::kNothingNew);
+  EXPECT_EQ((*fetcher)->malformed(), 1u);
+  EXPECT_NE(log.find("channel /test/blob: skipped a malformed message"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("where text was expected"), std::string::npos) << log;
+}
+
 TEST_F(CheckedLoopTest, RealLoopCallbacksAreCheckedByDefaultInDebugBuilds) {
   UringEventLoopOptions options;
 #ifdef NDEBUG
@@ -323,6 +478,38 @@ TEST_F(CheckedLoopDeathTest, AnAllocatingTimerCallbackAborts) {
         auto loop = UringEventLoop::Create("node", channels->get(), options);
         if (!loop.ok()) std::abort();
         (*loop)->AddTimer([] { AllocateInACallback(); })
+            ->Schedule((*loop)->monotonic_now() + milliseconds(1));
+        (*loop)->Run();
+      },
+      "heap allocation in a real-time scope(.|\n)*AllocateInACallback");
+}
+
+// The watcher's callback runs in a failure-path scope (for the wrong-kind
+// reads above); an allocation on its success path is still fatal, with the
+// allocation's own stack.
+TEST_F(CheckedLoopDeathTest, AnAllocatingWatcherCallbackAborts) {
+  auto channels = transport::ChannelSet::Create(root_.options(), *stack_,
+                                                schemas_);
+  ASSERT_TRUE(channels.ok()) << channels.status();
+  EXPECT_DEATH(
+      {
+        UringEventLoopOptions options;
+        options.check_allocations = true;
+        auto loop = UringEventLoop::Create("node", channels->get(), options);
+        if (!loop.ok()) std::abort();
+        auto sender = (*loop)->MakeSender<Scalars>("/test/a");
+        if (!sender.ok()) std::abort();
+        if (!(*loop)->MakeWatcher<Scalars>(
+                       "/test/a", [](Scalars::Reader, const MessageContext&) {
+                         AllocateInACallback();
+                       })
+                 .ok()) {
+          std::abort();
+        }
+        (*loop)->AddTimer([&] {
+              auto loan = (*sender)->MakeLoan();
+              (void)(*sender)->Send(std::move(loan));
+            })
             ->Schedule((*loop)->monotonic_now() + milliseconds(1));
         (*loop)->Run();
       },
