@@ -49,35 +49,44 @@ class LogCommandsTest : public ::testing::Test {
     return {"--root", root.root(), "--instance", root.options().instance};
   }
   // Records /cli/samples while `count` messages are sent (`pause_us` apart),
-  // with `extra` recorder arguments.
+  // with `extra` recorder arguments. The recorder is stopped with SIGINT
+  // once every message is sent and it is recording (its stop handler is in
+  // then), and its stop drains once more: so it has them all however slow
+  // the machine is (the queue holds 1024; it reads from the oldest, so it
+  // may start before or after the first send). No --duration: a fixed one
+  // could end before a loaded machine had sent them all. run.timeout_s
+  // (default 60 s here) bounds a recorder that hangs.
   Outcome Record(const std::string& out, int count,
                  const std::vector<std::string>& extra = {},
-                 const RunOptions& run = {}, int pause_us = 1000) {
-    std::atomic<bool> stop{false};
+                 RunOptions run = {}, int pause_us = 1000) {
+    if (run.timeout_s == 0) run.timeout_s = 60;
+    std::vector<std::string> args = {"record", "--out", out, "--force",
+                                     "--from-oldest", "--period", "5"};
+    for (const std::string& w : Where(root_)) args.push_back(w);
+    for (const std::string& e : extra) args.push_back(e);
+    const std::string tag = "record-" + std::to_string(++records_);
+    const pid_t pid = StartTether(args, tag, run);
     std::thread publisher([&] {
       auto pub = transport::RawPublisher::Create(samples_.get());
-      // The recorder reads from each channel's oldest message (the queue
-      // holds them all), so it may start before or after this.
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      for (int i = 0; i < count && !stop; ++i) {
+      for (int i = 0; i < count; ++i) {
         PublishBytes(**pub, SampleMessage(i));
         std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
       }
     });
-    std::vector<std::string> args = {"record", "--out", out, "--force",
-                                     "--from-oldest", "--duration", "2",
-                                     "--period", "5"};
-    for (const std::string& w : Where(root_)) args.push_back(w);
-    for (const std::string& e : extra) args.push_back(e);
-    Outcome o = RunTether(args, run);
-    stop = true;
     publisher.join();
-    return o;
+    // A recorder that failed before it said so has exited already: the
+    // signal then goes to an unreaped child and its outcome says why.
+    (void)WaitFor([&] {
+      return StartedStderr(tag).find("recording ") != std::string::npos;
+    }, 30);
+    ::kill(pid, SIGINT);
+    return WaitTether(pid, tag, run);
   }
 
   shm::testing::ScopedRoot root_;
   transport::SchemaRegistry schemas_;
   std::unique_ptr<transport::ChannelHandle> samples_;
+  int records_ = 0;
 };
 
 TEST_F(LogCommandsTest, RecordThenInfoCatCheckPlot) {
