@@ -398,8 +398,8 @@ RootResult<T> CheckedRoot(SlotMessageReader& reader,
 // effects up to the throw remain). Exceptions of other types propagate.
 // fn runs in a failure-path scope: in a real-time scope an allocation of
 // fn is let through until fn returns, forgiven if fn threw a
-// kj::Exception, aborted on if it returned. `on_failure`, if given, runs
-// inside that failed scope (to free what the failure made: the reader).
+// kj::Exception, aborted on if it returned. `on_failure` runs inside that
+// failed scope (to free what the failure made, such as the reader).
 template <typename Reader, typename Fn, typename OnFailure>
 FramingStatus ReadChecked(Reader root, Fn&& fn, std::string* why,
                           OnFailure&& on_failure) {
