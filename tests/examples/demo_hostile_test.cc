@@ -5,10 +5,14 @@
 // error -- never a crash, a SIGBUS, a busy loop, a hang or a silent loss --
 // and the channels nobody attacked keep flowing.
 #include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -198,29 +202,50 @@ void ExpectTheStackSurvived(const std::string& out, const std::string& untouched
   EXPECT_EQ(row.received + row.missed, row.sent) << untouched;
 }
 
-// The demo stack under a root of its own, launched by the real launcher for
-// `duration_s` seconds.
+// The demo stack under a root of its own, launched by the real launcher and
+// stopped with SIGINT (as Ctrl-C stops it: every node stops and prints its
+// summary, the launcher exits 0) `duration_s` seconds after it was seen
+// running (WaitUntilRunning(), which Finish() calls if nobody did). So
+// a test gets its whole budget after a slow start on a loaded machine,
+// which a fixed --duration counted from the launch did not give it. The
+// launcher's own --duration (120 s) only bounds a test that never stops it.
 class LiveDemo {
  public:
   explicit LiveDemo(int duration_s)
       : workdir_(root_.root() + "-work"),
-        where_(" --root " + root_.root() + " --instance demo") {
+        where_(" --root " + root_.root() + " --instance demo"),
+        budget_(std::chrono::seconds(duration_s)) {
     root_.options().instance = "demo";
-    launch_ = ::popen(("tools/tether launch " + workdir_.path() +
-                       "/examples/config/example_stack.json" + where_ +
-                       " --duration " + std::to_string(duration_s) +
-                       " --workdir " + workdir_.path() + " 2>&1")
-                          .c_str(),
-                      "r");
-    EXPECT_NE(launch_, nullptr);
+    const std::string config =
+        workdir_.path() + "/examples/config/example_stack.json";
+    std::vector<std::string> args = {
+        "tools/tether", "launch",   config, "--root", root_.root(),
+        "--instance",   "demo",     "--duration", "120",
+        "--workdir",    workdir_.path()};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int out[2];
+    EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, out[1], STDERR_FILENO);
+    EXPECT_EQ(::posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(),
+                            environ),
+              0);
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(out[1]);
+    output_ = out[0];
   }
   ~LiveDemo() {
-    if (launch_ != nullptr) Finish();
+    if (output_ >= 0) Finish();
   }
 
-  // Waits until every node runs and their channels carry traffic.
+  // Waits until every node runs and their channels carry traffic (up to
+  // 20 s, then a second more); the budget counts from then.
   void WaitUntilRunning() {
-    for (int i = 0; i < 100; ++i) {
+    for (int i = 0; i < 200; ++i) {
       bool all = true;
       for (const char* node :
            {"sensors", "estimator", "controller", "actuator", "monitor"}) {
@@ -230,16 +255,28 @@ class LiveDemo {
       std::this_thread::sleep_for(milliseconds(100));
     }
     std::this_thread::sleep_for(milliseconds(1000));
+    running_at_ = std::chrono::steady_clock::now();
+    waited_ = true;
   }
 
-  // The launcher's output; its exit status in *status.
+  // Waits out the budget, stops the stack and returns the launcher's
+  // output; its wait status in *status.
   std::string Finish(int* status = nullptr) {
+    if (!waited_) WaitUntilRunning();
+    std::this_thread::sleep_until(running_at_ + budget_);
+    if (pid_ > 0) ::kill(pid_, SIGINT);
     std::string out;
     char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), launch_)) > 0) out.append(buf, n);
-    const int s = ::pclose(launch_);
-    launch_ = nullptr;
+    ssize_t n;
+    while ((n = ::read(output_, buf, sizeof(buf))) > 0 ||
+           (n < 0 && errno == EINTR)) {
+      if (n > 0) out.append(buf, static_cast<size_t>(n));
+    }
+    ::close(output_);
+    output_ = -1;
+    int s = -1;
+    if (pid_ > 0) (void)::waitpid(pid_, &s, 0);
+    pid_ = -1;
     if (status != nullptr) *status = s;
     return out;
   }
@@ -255,7 +292,11 @@ class LiveDemo {
   shm::testing::ScopedRoot root_;
   DemoWorkdir workdir_;
   std::string where_;
-  FILE* launch_ = nullptr;
+  std::chrono::steady_clock::duration budget_;
+  std::chrono::steady_clock::time_point running_at_;
+  bool waited_ = false;
+  pid_t pid_ = -1;
+  int output_ = -1;
 };
 
 // Reproducer 1: garbage in /robot/imu's ring. The estimator must notice,
