@@ -120,8 +120,8 @@ class RecordedBagTest : public ::testing::Test {
     // Until both publishers are up.
     EXPECT_TRUE(testing::WaitFor(
         [&] {
-          return graph_.RunTool({"rostopic", "list"}, 5s).find("/chatter") !=
-                     std::string::npos &&
+          return graph_.RunTool({"rostopic", "list"}, testing::kToolTimeout)
+                         .find("/chatter") != std::string::npos &&
                  blob->Output().find("published 3") != std::string::npos;
         },
         20s));

@@ -323,7 +323,8 @@ TEST_F(BridgeTest, LatchedTopicsStayLatchedBothWays) {
   // subscriber existed reaches a subscriber that comes later.
   ASSERT_TRUE(testing::WaitFor(
       [&] {
-        std::string info = graph_.RunTool({"rostopic", "info", "/config"}, 5s);
+        std::string info = graph_.RunTool(
+            {"rostopic", "info", "/config"}, testing::kToolTimeout);
         return info.find("/tether_bridge") != std::string::npos;
       },
       15s));
@@ -505,7 +506,8 @@ TEST_F(BridgeTest, TypedTwistFromACompiledRosNodeAndTypedPoseIntoRostopic) {
   std::string echo;
   ASSERT_TRUE(testing::WaitFor(
       [&] {
-        std::string info = graph_.RunTool({"rostopic", "info", "/pose"}, 5s);
+        std::string info = graph_.RunTool(
+            {"rostopic", "info", "/pose"}, testing::kToolTimeout);
         return info.find("geometry_msgs/Pose") != std::string::npos;
       },
       15s));
@@ -531,7 +533,8 @@ TEST_F(BridgeTest, SubscribesAtOnceAndBridgesTopicsThatAppearUnderAPrefix) {
   // The subscription exists before any publisher does.
   ASSERT_TRUE(testing::WaitFor(
       [&] {
-        std::string info = graph_.RunTool({"rostopic", "info", "/early"}, 5s);
+        std::string info = graph_.RunTool(
+            {"rostopic", "info", "/early"}, testing::kToolTimeout);
         return info.find("/tether_bridge") != std::string::npos;
       },
       15s));

@@ -64,8 +64,10 @@ TEST(RosDemo, AnUnchangedRosTeleopNodeDrivesTheDemoAndRostopicSeesItMove) {
       "launch");
   ASSERT_TRUE(testing::WaitFor(
       [&] {
-        return graph.RunTool({"rostopic", "info", "/cmd_vel"}, 5s).find(
-                   "/tether_bridge") != std::string::npos;
+        return graph
+                   .RunTool({"rostopic", "info", "/cmd_vel"},
+                            testing::kToolTimeout)
+                   .find("/tether_bridge") != std::string::npos;
       },
       30s))
       << launch->Output();

@@ -177,7 +177,7 @@ bool RosGraph::Start() {
   return WaitFor(
       [&] {
         int code = -1;
-        RunTool({"rosparam", "get", "/run_id"}, std::chrono::milliseconds(3000),
+        RunTool({"rosparam", "get", "/run_id"}, kToolTimeout,
                 &code);
         return code == 0;
       },

@@ -61,6 +61,10 @@ class Process {
   std::string log_;
 };
 
+// How long a query by a ROS command-line tool (rostopic info, rosparam get)
+// may take before it is killed: see RosGraph::RunTool.
+inline constexpr std::chrono::seconds kToolTimeout{15};
+
 class RosGraph {
  public:
   // Picks a port; Start() runs roscore there.
@@ -78,7 +82,10 @@ class RosGraph {
   std::map<std::string, std::string> env() const;
 
   // Runs a ROS command-line tool (rostopic ...) to completion, bounded by
-  // `timeout`; returns its output.
+  // `timeout` (kToolTimeout for a query: a tool's Python start-up takes
+  // about a second here and several on a loaded machine, and a query that
+  // is killed before it answers can only be retried into the same wall);
+  // returns its output.
   std::string RunTool(std::vector<std::string> argv,
                       std::chrono::milliseconds timeout, int* code = nullptr);
   // Starts a child in this graph's environment.
