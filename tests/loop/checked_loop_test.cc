@@ -4,6 +4,7 @@
 // fetcher) runs; a malformed message is skipped and counted, not fatal, on
 // both loop kinds, through watchers and fetchers alike.
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,6 +62,39 @@ class CheckedLoopTest : public ::testing::Test {
     auto f = SimulatedEventLoopFactory::Create(*stack_, schemas_, options);
     EXPECT_TRUE(f.ok()) << f.status();
     return std::move(*f);
+  }
+
+  // Runs a Scenario (SetUp(loop, exit), then Expect(what the loop wrote to
+  // stderr)) on one simulated loop for 10 ms of virtual time. The scenario
+  // is made after the loop, so its senders and fetchers die before it.
+  template <typename Scenario>
+  void RunSimulated() {
+    auto factory = Factory();
+    Scenario scenario;
+    scenario.SetUp(factory->MakeEventLoop("node"), [] {});
+    ::testing::internal::CaptureStderr();
+    factory->RunFor(milliseconds(10));
+    scenario.Expect(::testing::internal::GetCapturedStderr());
+  }
+  // The same on a real loop with checking on, until the scenario calls its
+  // exit (or 10 s: a set-up that failed).
+  template <typename Scenario>
+  void RunReal() {
+    auto channels = transport::ChannelSet::Create(root_.options(), *stack_,
+                                                  schemas_);
+    ASSERT_TRUE(channels.ok()) << channels.status();
+    UringEventLoopOptions options;
+    options.check_allocations = true;
+    auto loop = UringEventLoop::Create("node", channels->get(), options);
+    ASSERT_TRUE(loop.ok()) << loop.status();
+    UringEventLoop* real = loop->get();
+    Scenario scenario;
+    scenario.SetUp(real, [real] { real->Exit(); });
+    real->AddTimer([real] { real->Exit(); })
+        ->Schedule(real->monotonic_now() + std::chrono::seconds(10));
+    ::testing::internal::CaptureStderr();
+    (void)real->Run();
+    scenario.Expect(::testing::internal::GetCapturedStderr());
   }
 
   shm::testing::ScopedRoot root_;
@@ -252,7 +286,8 @@ struct CorruptRootScenario {
     });
   }
 
-  void ExpectBadSkippedGoodDelivered(const std::string& log) {
+  // The bad one skipped and reported, the good one delivered.
+  void Expect(const std::string& log) {
     EXPECT_EQ(watched, 1);
     EXPECT_EQ(watched_value, 7);
     EXPECT_EQ(watcher->stats().received, 2u);
@@ -274,31 +309,11 @@ struct CorruptRootScenario {
 
 TEST_F(CheckedLoopTest,
        ACorruptRootPointerIsSkippedAndReportedOnTheSimulatedLoop) {
-  auto factory = Factory();
-  EventLoop* loop = factory->MakeEventLoop("node");
-  CorruptRootScenario scenario;
-  scenario.SetUp(loop, [] {});
-  ::testing::internal::CaptureStderr();
-  factory->RunFor(milliseconds(10));
-  scenario.ExpectBadSkippedGoodDelivered(
-      ::testing::internal::GetCapturedStderr());
+  RunSimulated<CorruptRootScenario>();
 }
 
 TEST_F(CheckedLoopTest, ACorruptRootPointerIsSkippedAndReportedOnTheRealLoop) {
-  auto channels = transport::ChannelSet::Create(root_.options(), *stack_,
-                                                schemas_);
-  ASSERT_TRUE(channels.ok()) << channels.status();
-  UringEventLoopOptions options;
-  options.check_allocations = true;
-  auto loop = UringEventLoop::Create("node", channels->get(), options);
-  ASSERT_TRUE(loop.ok()) << loop.status();
-  UringEventLoop* real = loop->get();
-  CorruptRootScenario scenario;
-  scenario.SetUp(real, [real] { real->Exit(); });
-  ::testing::internal::CaptureStderr();
-  (void)real->Run();
-  scenario.ExpectBadSkippedGoodDelivered(
-      ::testing::internal::GetCapturedStderr());
+  RunReal<CorruptRootScenario>();
 }
 
 // What a hostile or buggy publisher can send that passes the bounds check:
@@ -352,7 +367,8 @@ struct WrongKindFieldScenario {
         ->Schedule(loop->monotonic_now() + milliseconds(1));
   }
 
-  void ExpectBadCountedGoodDelivered(const std::string& log) {
+  // The bad one counted and reported, the good one delivered.
+  void Expect(const std::string& log) {
     ASSERT_EQ(stamps.size(), 2u);
     EXPECT_EQ(stamps[0], 41u);  // what the callback did before the bad read
     EXPECT_EQ(stamps[1], 42u);
@@ -371,34 +387,11 @@ struct WrongKindFieldScenario {
 
 TEST_F(CheckedLoopTest,
        AFieldOfTheWrongKindIsCountedNotFatalOnTheSimulatedLoop) {
-  auto factory = Factory();
-  EventLoop* loop = factory->MakeEventLoop("node");
-  WrongKindFieldScenario scenario;
-  scenario.SetUp(loop, [] {});
-  ::testing::internal::CaptureStderr();
-  factory->RunFor(milliseconds(10));
-  scenario.ExpectBadCountedGoodDelivered(
-      ::testing::internal::GetCapturedStderr());
+  RunSimulated<WrongKindFieldScenario>();
 }
 
 TEST_F(CheckedLoopTest, AFieldOfTheWrongKindIsCountedNotFatalOnTheRealLoop) {
-  auto channels = transport::ChannelSet::Create(root_.options(), *stack_,
-                                                schemas_);
-  ASSERT_TRUE(channels.ok()) << channels.status();
-  UringEventLoopOptions options;
-  options.check_allocations = true;
-  auto loop = UringEventLoop::Create("node", channels->get(), options);
-  ASSERT_TRUE(loop.ok()) << loop.status();
-  UringEventLoop* real = loop->get();
-  WrongKindFieldScenario scenario;
-  scenario.SetUp(real, [real] { real->Exit(); });
-  // A bound for a run whose good message never comes (a failed set-up).
-  real->AddTimer([real] { real->Exit(); })
-      ->Schedule(real->monotonic_now() + std::chrono::seconds(10));
-  ::testing::internal::CaptureStderr();
-  (void)real->Run();
-  scenario.ExpectBadCountedGoodDelivered(
-      ::testing::internal::GetCapturedStderr());
+  RunReal<WrongKindFieldScenario>();
 }
 
 // The same message through a typed fetcher: Next() passes it (the check
@@ -465,55 +458,57 @@ TEST_F(CheckedLoopTest, RealLoopCallbacksAreCheckedByDefaultInDebugBuilds) {
 #endif
 }
 
-using CheckedLoopDeathTest = CheckedLoopTest;
+class CheckedLoopDeathTest : public CheckedLoopTest {
+ protected:
+  // A real loop with checking on, set up by `setup`, run in a child that
+  // must die of the checker's report with AllocateInACallback on its stack.
+  void ExpectTheCheckerAborts(
+      const std::function<void(UringEventLoop*)>& setup) {
+    auto channels = transport::ChannelSet::Create(root_.options(), *stack_,
+                                                  schemas_);
+    ASSERT_TRUE(channels.ok()) << channels.status();
+    EXPECT_DEATH(
+        {
+          UringEventLoopOptions options;
+          options.check_allocations = true;
+          auto loop = UringEventLoop::Create("node", channels->get(), options);
+          if (!loop.ok()) std::abort();
+          setup(loop->get());
+          (*loop)->Run();
+        },
+        "heap allocation in a real-time scope(.|\n)*AllocateInACallback");
+  }
+};
 
 TEST_F(CheckedLoopDeathTest, AnAllocatingTimerCallbackAborts) {
-  auto channels = transport::ChannelSet::Create(root_.options(), *stack_,
-                                                schemas_);
-  ASSERT_TRUE(channels.ok()) << channels.status();
-  EXPECT_DEATH(
-      {
-        UringEventLoopOptions options;
-        options.check_allocations = true;
-        auto loop = UringEventLoop::Create("node", channels->get(), options);
-        if (!loop.ok()) std::abort();
-        (*loop)->AddTimer([] { AllocateInACallback(); })
-            ->Schedule((*loop)->monotonic_now() + milliseconds(1));
-        (*loop)->Run();
-      },
-      "heap allocation in a real-time scope(.|\n)*AllocateInACallback");
+  ExpectTheCheckerAborts([](UringEventLoop* loop) {
+    loop->AddTimer([] { AllocateInACallback(); })
+        ->Schedule(loop->monotonic_now() + milliseconds(1));
+  });
 }
 
 // The watcher's callback runs in a failure-path scope (for the wrong-kind
 // reads above); an allocation on its success path is still fatal, with the
 // allocation's own stack.
 TEST_F(CheckedLoopDeathTest, AnAllocatingWatcherCallbackAborts) {
-  auto channels = transport::ChannelSet::Create(root_.options(), *stack_,
-                                                schemas_);
-  ASSERT_TRUE(channels.ok()) << channels.status();
-  EXPECT_DEATH(
-      {
-        UringEventLoopOptions options;
-        options.check_allocations = true;
-        auto loop = UringEventLoop::Create("node", channels->get(), options);
-        if (!loop.ok()) std::abort();
-        auto sender = (*loop)->MakeSender<Scalars>("/test/a");
-        if (!sender.ok()) std::abort();
-        if (!(*loop)->MakeWatcher<Scalars>(
-                       "/test/a", [](Scalars::Reader, const MessageContext&) {
-                         AllocateInACallback();
-                       })
-                 .ok()) {
-          std::abort();
-        }
-        (*loop)->AddTimer([&] {
-              auto loan = (*sender)->MakeLoan();
-              (void)(*sender)->Send(std::move(loan));
-            })
-            ->Schedule((*loop)->monotonic_now() + milliseconds(1));
-        (*loop)->Run();
-      },
-      "heap allocation in a real-time scope(.|\n)*AllocateInACallback");
+  std::unique_ptr<Sender<Scalars>> sender;  // the child's, until it dies
+  ExpectTheCheckerAborts([&sender](UringEventLoop* loop) {
+    auto s = loop->MakeSender<Scalars>("/test/a");
+    if (!s.ok()) std::abort();
+    sender = std::move(*s);
+    if (!loop->MakeWatcher<Scalars>(
+                  "/test/a", [](Scalars::Reader, const MessageContext&) {
+                    AllocateInACallback();
+                  })
+             .ok()) {
+      std::abort();
+    }
+    loop->AddTimer([&sender] {
+          auto loan = sender->MakeLoan();
+          (void)sender->Send(std::move(loan));
+        })
+        ->Schedule(loop->monotonic_now() + milliseconds(1));
+  });
 }
 
 }  // namespace
