@@ -182,8 +182,10 @@ class EventLoop : protected transport::EndpointHooks {
   // passes) throws kj::Exception when `fn` reads that field: the loop
   // catches it and counts and logs the message as malformed the same way
   // (what `fn` did before that read stays done). With allocation checking
-  // on, `fn` runs in a failure-path scope (util/failure_path.h): its own
-  // allocations are reported when it returns, the exception's forgiven.
+  // on, `fn` runs in a failure-path scope (util/failure_path.h): its
+  // allocations are reported when it returns normally, and forgiven (with
+  // the exception's) when a kj::Exception left it; a callback that catches
+  // Cap'n Proto's exception itself has returned normally, so it aborts.
   // Fails if the channel carries another type (both names in the error).
   template <typename T>
   absl::StatusOr<WatcherHandle*> MakeWatcher(
@@ -283,8 +285,11 @@ class EventLoop : protected transport::EndpointHooks {
   // failure-path scope (framing.h): a valid message that made them allocate
   // aborts, a malformed one is skipped and reported, not fatal. A typed message
   // that passes the check but has a pointer of the wrong kind for a field
-  // makes Cap'n Proto throw when `fn` reads that field: that allocates too,
-  // so with checking on it aborts. Setup; loop thread.
+  // makes Cap'n Proto throw when `fn` reads that field, which allocates: a
+  // typed watcher catches it and counts the message as malformed (see
+  // MakeWatcher), as Fetcher::Read() does; a field read straight from a
+  // fetched root throws to the caller and, with checking on, aborts.
+  // Setup; loop thread.
   void set_check_allocations(bool on) { check_allocations_ = on; }
   bool check_allocations() const { return check_allocations_; }
 

@@ -298,6 +298,14 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Map(
   if (!state.ok()) {
     close_fd();
     if (state.status().code() == absl::StatusCode::kNotFound) {
+      // Removed (tether clean) between our open of the data file and this:
+      // the path names another file now, or none. Open() tries again.
+      struct stat now;
+      if (::lstat(path.c_str(), &now) != 0 || now.st_dev != data_dev ||
+          now.st_ino != data_ino) {
+        return absl::AbortedError(absl::StrCat(
+            "channel ", name, " was removed while this process opened it"));
+      }
       return absl::DataLossError(absl::StrCat(
           "channel ", name, " has no reader-state file (", state_path,
           " is missing: removed by hand?): remove the channel (tether clean, "

@@ -1,4 +1,5 @@
-"""idlc_c_library: IDL types compiled to C by Debian's Cyclone DDS idlc.
+"""idlc_c_library: IDL types compiled to C by Debian's Cyclone DDS idlc
+(/usr/bin/idlc, in package cyclonedds-tools, which ./tether installs).
 
     load("//third_party:idlc.bzl", "idlc_c_library")
     idlc_c_library(

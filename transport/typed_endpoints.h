@@ -296,8 +296,11 @@ class Subscriber {
   // the wrong kind for its field (in bounds), which throws kj::Exception
   // when fn reads that field. Here that becomes kMalformed: counted in
   // malformed(), reported as a failed check is, the message released (what
-  // fn did before that read stays done). kNothingNew when no message is
-  // held. Reading `root` outside Read() is as fast, but such a throw
+  // fn did before that read stays done), and the Message<T> that Next()
+  // filled must not be read after. kNothingNew when no message is held
+  // (before any Next(), after Release() or a kMalformed). fn must not call
+  // Next(), Latest() or Release() on this subscriber. Reading `root`
+  // outside Read() is as fast, but such a throw
   // reaches the caller (and, in a real-time scope under the allocation
   // checker, aborts: the exception allocates). RT-safe when fn is; fn runs
   // in a failure-path scope (framing.h, ReadChecked()).

@@ -259,10 +259,25 @@ TEST(Channel, RemoveIfUnusedKeepsAnOpenChannelAndRemovesAnUnusedOne) {
 // never on the removed file nobody else will open.
 //
 // The test holds the file's exclusive lock (as RemoveIfUnused does) while it
-// replaces the file. An opener retries its shared lock for at least 20 ms
-// (200 tries, 100 us apart) and then goes on unlocked, so an attempt tests
-// the race only if the replacement was done within 15 ms of the opener's
-// start; a later one (a loaded machine) is inconclusive and tried again.
+// replaces the file. An opener maps the data file (after opening both
+// files), then retries its shared lock for at least 20 ms (200 tries,
+// 100 us apart) and goes on unlocked. So an attempt tests the race only if
+// the file was replaced after the opener mapped it (seen in /proc/self/maps)
+// and within 15 ms of that; other attempts (a loaded machine) are
+// inconclusive and tried again.
+bool MapsInode(ino_t inode) {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    std::istringstream fields(line);
+    std::string range, perms, offset, device;
+    unsigned long long ino = 0;
+    if (fields >> range >> perms >> offset >> device >> ino && ino == inode) {
+      return true;
+    }
+  }
+  return false;
+}
+
 TEST(Channel, AnOpenerOfARemovedChannelOpensTheOneMadeAfterIt) {
   using Clock = std::chrono::steady_clock;
   ScopedRoot root;
@@ -272,22 +287,25 @@ TEST(Channel, AnOpenerOfARemovedChannelOpensTheOneMadeAfterIt) {
     ASSERT_TRUE(Channel::OpenOrCreate(root.options(), "c", SmallParams()).ok());
     const int old_file = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     ASSERT_GE(old_file, 0);
+    struct stat old_stat;
+    ASSERT_EQ(::fstat(old_file, &old_stat), 0);
     ASSERT_EQ(::flock(old_file, LOCK_EX | LOCK_NB), 0);
     absl::StatusOr<std::unique_ptr<Channel>> opened;
-    std::atomic<int64_t> started_ns{0};
-    std::thread opener([&] {
-      started_ns = Clock::now().time_since_epoch().count();
-      opened = Channel::Open(root.options(), "c");
-    });
-    while (started_ns.load() == 0) std::this_thread::yield();
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    ASSERT_TRUE(Channel::Remove(root.options(), "c").ok());
+    std::thread opener([&] { opened = Channel::Open(root.options(), "c"); });
+    const Clock::time_point give_up = Clock::now() + std::chrono::seconds(5);
+    bool mapped = false;
+    while (!(mapped = MapsInode(old_stat.st_ino)) && Clock::now() < give_up) {
+      std::this_thread::yield();
+    }
+    const Clock::time_point mapped_at = Clock::now();
+    const absl::Status removed = Channel::Remove(root.options(), "c");
     auto fresh = Channel::OpenOrCreate(root.options(), "c", SmallParams());
-    ASSERT_TRUE(fresh.ok()) << fresh.status();
-    const int64_t swapped_ns = Clock::now().time_since_epoch().count();
+    const Clock::duration swap = Clock::now() - mapped_at;
     ::close(old_file);
     opener.join();
-    if (swapped_ns - started_ns.load() < 15'000'000) {
+    ASSERT_TRUE(removed.ok()) << removed;
+    ASSERT_TRUE(fresh.ok()) << fresh.status();
+    if (mapped && swap < std::chrono::milliseconds(15)) {
       ++conclusive;
       ASSERT_TRUE(opened.ok()) << opened.status();
       // One message through the new file: the opener sees it.
@@ -302,8 +320,8 @@ TEST(Channel, AnOpenerOfARemovedChannelOpensTheOneMadeAfterIt) {
     fresh->reset();
     ASSERT_TRUE(Channel::Remove(root.options(), "c").ok());
   }
-  EXPECT_GT(conclusive, 0)
-      << "no attempt replaced the file within 15 ms of the opener's start";
+  EXPECT_GT(conclusive, 0) << "no attempt replaced the file within 15 ms of "
+                              "the opener's mapping it";
 }
 
 TEST(Channel, FileModeAndGroupAreApplied) {

@@ -64,8 +64,12 @@ class LogCommandsTest : public ::testing::Test {
                                      "--from-oldest", "--period", "5"};
     for (const std::string& w : Where(root_)) args.push_back(w);
     for (const std::string& e : extra) args.push_back(e);
-    const std::string tag = "record-" + std::to_string(++records_);
+    // Unique in the binary: every test of it shares TEST_TMPDIR, and a tag
+    // reused would let the wait below read an earlier run's "recording".
+    static int records = 0;
+    const std::string tag = "record-" + std::to_string(++records);
     const pid_t pid = StartTether(args, tag, run);
+    if (pid <= 0) return {};  // StartTether said why (a test failure)
     std::thread publisher([&] {
       auto pub = transport::RawPublisher::Create(samples_.get());
       for (int i = 0; i < count; ++i) {
@@ -86,7 +90,6 @@ class LogCommandsTest : public ::testing::Test {
   shm::testing::ScopedRoot root_;
   transport::SchemaRegistry schemas_;
   std::unique_ptr<transport::ChannelHandle> samples_;
-  int records_ = 0;
 };
 
 TEST_F(LogCommandsTest, RecordThenInfoCatCheckPlot) {
