@@ -230,6 +230,18 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Map(
   uint64_t file_size = st.st_size;
   const dev_t data_dev = st.st_dev;  // `st` is reused for the state file
   const ino_t data_ino = st.st_ino;
+  // The path no longer names the file we opened: removed (tether clean)
+  // and maybe made anew since. Such an open is Aborted, and Open() tries
+  // again, rather than map an orphan nobody else will open.
+  const auto removed_since_open = [&] {
+    struct stat now;
+    return ::lstat(path.c_str(), &now) != 0 || now.st_dev != data_dev ||
+           now.st_ino != data_ino;
+  };
+  const auto removed_error = [&] {
+    return absl::AbortedError(absl::StrCat(
+        "channel ", name, " was removed while this process opened it"));
+  };
   if (file_size < sizeof(ChannelHeader)) {
     close_fd();
     return absl::DataLossError(absl::StrCat(
@@ -298,14 +310,8 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Map(
   if (!state.ok()) {
     close_fd();
     if (state.status().code() == absl::StatusCode::kNotFound) {
-      // Removed (tether clean) between our open of the data file and this:
-      // the path names another file now, or none. Open() tries again.
-      struct stat now;
-      if (::lstat(path.c_str(), &now) != 0 || now.st_dev != data_dev ||
-          now.st_ino != data_ino) {
-        return absl::AbortedError(absl::StrCat(
-            "channel ", name, " was removed while this process opened it"));
-      }
+      // Removed between our open of the data file and this one.
+      if (removed_since_open()) return removed_error();
       return absl::DataLossError(absl::StrCat(
           "channel ", name, " has no reader-state file (", state_path,
           " is missing: removed by hand?): remove the channel (tether clean, "
@@ -378,15 +384,12 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Map(
   }
   // Still the file at `path`? RemoveIfUnused (tether clean) unlinks under
   // its exclusive lock, so one removed before we held ours is gone or
-  // replaced by now: never use an orphan nobody else will open.
-  struct stat now;
-  if (::lstat(path.c_str(), &now) != 0 || now.st_dev != data_dev ||
-      now.st_ino != data_ino) {
+  // replaced by now.
+  if (removed_since_open()) {
     ::munmap(sm, sl.total);
     ::munmap(m, l.total);
     close_fd();
-    return absl::AbortedError(absl::StrCat(
-        "channel ", name, " was removed while this process opened it"));
+    return removed_error();
   }
   std::unique_ptr<Channel> c(new Channel());
   c->fd_ = fd;

@@ -300,20 +300,16 @@ class Subscriber {
   // filled must not be read after. kNothingNew when no message is held
   // (before any Next(), after Release() or a kMalformed). fn must not call
   // Next(), Latest() or Release() on this subscriber. Reading `root`
-  // outside Read() is as fast, but such a throw
-  // reaches the caller (and, in a real-time scope under the allocation
-  // checker, aborts: the exception allocates). RT-safe when fn is; fn runs
-  // in a failure-path scope (framing.h, ReadChecked()).
+  // outside Read() is as fast, but such a throw reaches the caller (and, in
+  // a real-time scope under the allocation checker, aborts: the exception
+  // allocates). RT-safe when fn is; fn runs in a failure-path scope
+  // (framing.h, ReadChecked()).
   template <typename Fn>
   ReceiveStatus Read(Fn&& fn) {
     if (!reader_.has_value()) return ReceiveStatus::kNothingNew;
     const FramingStatus status =
-        ReadChecked(root_, std::forward<Fn>(fn), &why_, [this] {
-          reader_.reset();  // inside the failed scope: its frees forgiven
-          ++malformed_;
-          raw_->ReportMalformed(raw_msg_, why_);
-          raw_->Release();
-        });
+        ReadChecked(root_, std::forward<Fn>(fn), &why_,
+                    [this] { Malformed(); });
     return status == FramingStatus::kOk ? ReceiveStatus::kOk
                                         : ReceiveStatus::kMalformed;
   }
@@ -329,16 +325,22 @@ class Subscriber {
  private:
   explicit Subscriber(std::unique_ptr<RawSubscriber> raw) : raw_(std::move(raw)) {}
 
+  // The held message failed (its check, or a read in Read()): counted,
+  // reported, its reader freed in a failed scope, the message released.
+  void Malformed() {
+    ++malformed_;
+    DiscardAfterFailure(reader_);
+    raw_->ReportMalformed(raw_msg_, why_);
+    raw_->Release();
+  }
+
   ReceiveStatus Take(ReceiveStatus status, Message<T>* out) {
     reader_.reset();
     if (status != ReceiveStatus::kOk) return status;
     reader_.emplace(raw_msg_.bytes);
     RootResult<T> root = CheckedRoot<T>(*reader_, &why_);
     if (!root.ok()) {
-      ++malformed_;
-      DiscardAfterFailure(reader_);
-      raw_->ReportMalformed(raw_msg_, why_);
-      raw_->Release();
+      Malformed();
       return ReceiveStatus::kMalformed;
     }
     root_ = out->root = root.root;

@@ -6,13 +6,10 @@
 // and the channels nobody attacked keep flowing.
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -31,6 +28,7 @@
 #include "shm/channel_access.h"
 #include "tests/examples/demo_run.h"
 #include "tests/shm/shm_test_util.h"
+#include "tests/tools/run_tether.h"
 #include "transport/channel_handle.h"
 #include "transport/raw_endpoints.h"
 
@@ -216,30 +214,16 @@ class LiveDemo {
         where_(" --root " + root_.root() + " --instance demo"),
         budget_(std::chrono::seconds(duration_s)) {
     root_.options().instance = "demo";
-    const std::string config =
-        workdir_.path() + "/examples/config/example_stack.json";
-    std::vector<std::string> args = {
-        "tools/tether", "launch",   config, "--root", root_.root(),
-        "--instance",   "demo",     "--duration", "120",
-        "--workdir",    workdir_.path()};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    int out[2];
-    EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDERR_FILENO);
-    EXPECT_EQ(::posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(),
-                            environ),
-              0);
-    posix_spawn_file_actions_destroy(&actions);
-    ::close(out[1]);
-    output_ = out[0];
+    static int launches = 0;  // a tag of its own for each launch here
+    tag_ = "live-demo-" + std::to_string(++launches);
+    pid_ = tools::test::StartTether(
+        {"launch", workdir_.path() + "/examples/config/example_stack.json",
+         "--root", root_.root(), "--instance", "demo", "--duration", "120",
+         "--workdir", workdir_.path()},
+        tag_);
   }
   ~LiveDemo() {
-    if (output_ >= 0) Finish();
+    if (pid_ > 0) Finish();
   }
 
   // Waits until every node runs and their channels carry traffic (up to
@@ -260,25 +244,16 @@ class LiveDemo {
   }
 
   // Waits out the budget, stops the stack and returns the launcher's
-  // output; its wait status in *status.
+  // output (stdout, then stderr); its exit code in *status.
   std::string Finish(int* status = nullptr) {
     if (!waited_) WaitUntilRunning();
     std::this_thread::sleep_until(running_at_ + budget_);
     if (pid_ > 0) ::kill(pid_, SIGINT);
-    std::string out;
-    char buf[4096];
-    ssize_t n;
-    while ((n = ::read(output_, buf, sizeof(buf))) > 0 ||
-           (n < 0 && errno == EINTR)) {
-      if (n > 0) out.append(buf, static_cast<size_t>(n));
-    }
-    ::close(output_);
-    output_ = -1;
-    int s = -1;
-    if (pid_ > 0) (void)::waitpid(pid_, &s, 0);
+    const tools::test::Outcome o =
+        tools::test::WaitTether(pid_, tag_, {.timeout_s = 60});
     pid_ = -1;
-    if (status != nullptr) *status = s;
-    return out;
+    if (status != nullptr) *status = o.code;
+    return o.out + o.err;
   }
 
   std::string PathOf(const std::string& channel) const {
@@ -295,8 +270,8 @@ class LiveDemo {
   std::chrono::steady_clock::duration budget_;
   std::chrono::steady_clock::time_point running_at_;
   bool waited_ = false;
+  std::string tag_;
   pid_t pid_ = -1;
-  int output_ = -1;
 };
 
 // Reproducer 1: garbage in /robot/imu's ring. The estimator must notice,
