@@ -414,6 +414,11 @@ TEST_F(CheckedLoopTest, AFetcherReadOfAFieldOfTheWrongKindIsMalformed) {
   const std::vector<capnp::word> bad(flat.begin(), flat.end());
   ReceiveStatus next[3] = {};
   ReceiveStatus read[2] = {};
+  // Read() with no message held: before any Next(), after a kMalformed,
+  // after Release(). fn must not run then.
+  ReceiveStatus held_none[3] = {};
+  int ran_without_message = 0;
+  const auto count_run = [&](Sample::Reader) { ++ran_without_message; };
   bool fine = false;
   loop->AddTimer([&] {
         std::span<std::byte> slot = (*raw)->Loan();
@@ -426,12 +431,16 @@ TEST_F(CheckedLoopTest, AFetcherReadOfAFieldOfTheWrongKindIsMalformed) {
       ->Schedule(loop->monotonic_now() + milliseconds(1));
   loop->AddTimer([&] {
         Message<Sample> m;
+        held_none[0] = (*fetcher)->Read(count_run);
         for (int i = 0; i < 2; ++i) {
           next[i] = (*fetcher)->Next(&m);
           read[i] = (*fetcher)->Read([&](Sample::Reader r) {
             fine = std::strcmp(r.getLabel().cStr(), "fine") == 0;
           });
+          if (i == 0) held_none[1] = (*fetcher)->Read(count_run);
         }
+        (*fetcher)->Release();
+        held_none[2] = (*fetcher)->Read(count_run);
         next[2] = (*fetcher)->Next(&m);
       })
       ->Schedule(loop->monotonic_now() + milliseconds(2));
@@ -444,6 +453,8 @@ TEST_F(CheckedLoopTest, AFetcherReadOfAFieldOfTheWrongKindIsMalformed) {
   EXPECT_EQ(read[1], ReceiveStatus::kOk);
   EXPECT_TRUE(fine);
   EXPECT_EQ(next[2], ReceiveStatus::kNothingNew);
+  for (const ReceiveStatus s : held_none) EXPECT_EQ(s, ReceiveStatus::kNothingNew);
+  EXPECT_EQ(ran_without_message, 0);
   EXPECT_EQ((*fetcher)->malformed(), 1u);
   EXPECT_NE(log.find("channel /test/blob: skipped a malformed message"),
             std::string::npos)
