@@ -324,6 +324,46 @@ TEST(Channel, AnOpenerOfARemovedChannelOpensTheOneMadeAfterIt) {
                               "the opener's mapping it";
 }
 
+// Opens racing removals and re-creations of the channel (tether clean and a
+// restarted node) find the channel or find it missing, and nothing else:
+// an open that lost its data file's name, or whose reader-state file
+// vanished because the channel was removed between its two opens, tries
+// again; it never says DataLoss ("removed by hand?") about a healthy
+// channel.
+TEST(Channel, OpensRacingRemovalAndRecreationNeverSeeACorruptChannel) {
+  using Clock = std::chrono::steady_clock;
+  ScopedRoot root;
+  std::atomic<bool> stop{false};
+  std::thread churn([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      // Made, closed, removed: its own failures show as the opener's.
+      (void)Channel::OpenOrCreate(root.options(), "c", SmallParams());
+      (void)Channel::Remove(root.options(), "c");
+    }
+  });
+  int opened = 0, missing = 0;
+  std::vector<std::string> other;
+  const Clock::time_point end = Clock::now() + std::chrono::seconds(1);
+  while (Clock::now() < end || opened == 0) {
+    absl::StatusOr<std::unique_ptr<Channel>> c =
+        Channel::Open(root.options(), "c");
+    if (c.ok()) {
+      ++opened;
+    } else if (absl::IsNotFound(c.status())) {
+      ++missing;
+    } else if (other.size() < 5) {
+      other.push_back(c.status().ToString());
+    }
+    if (Clock::now() > end + std::chrono::seconds(10)) break;
+  }
+  stop = true;
+  churn.join();
+  EXPECT_THAT(other, ::testing::IsEmpty());
+  EXPECT_GT(opened, 0);
+  RecordProperty("opened", opened);
+  RecordProperty("missing", missing);
+}
+
 TEST(Channel, FileModeAndGroupAreApplied) {
   ScopedRoot root;
   root.options().mode = 0640;
