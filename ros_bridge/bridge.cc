@@ -44,8 +44,35 @@ absl::Status Bridge::Impl::Init() {
   domain_ = absl::StrCat(Hostname(), ":", options_.channels.root, "/",
                          options_.channels.instance);
 
+  // Each ROS topic goes into one channel, each channel out to one ROS
+  // topic: a second pair for either would be dropped by the routes' maps.
+  std::map<std::string, std::string> into_tether, into_ros;
+  const auto claim = [](std::map<std::string, std::string>* taken,
+                        const std::string& key, const std::string& pair,
+                        const char* what) -> absl::Status {
+    auto [it, fresh] = taken->emplace(key, pair);
+    if (fresh) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pairs ", it->second, " and ", pair, " both forward ", what, " ", key,
+        ": a bridge forwards it one way only once; keep one of the pairs (a "
+        "second reader of the channel, or a second subscriber of the topic, "
+        "gets the same messages)"));
+  };
   for (const PairOptions& p : options_.pairs) {
     const std::string channel = p.tether.empty() ? p.ros : p.tether;
+    const std::string pair = absl::StrCat(p.ros, "=", channel);
+    if (RosToTetherOn(p.direction)) {
+      if (absl::Status s = claim(&into_tether, p.ros, pair, "ROS topic");
+          !s.ok()) {
+        return s;
+      }
+    }
+    if (TetherToRosOn(p.direction)) {
+      if (absl::Status s = claim(&into_ros, channel, pair, "tether channel");
+          !s.ok()) {
+        return s;
+      }
+    }
     if (p.ros.empty() || p.ros[0] != '/') {
       return absl::InvalidArgumentError(absl::StrCat(
           "pair ", p.ros, "=", channel,

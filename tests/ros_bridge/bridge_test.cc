@@ -644,6 +644,35 @@ std::string WriteConfig(const std::string& name, const std::string& json) {
   return path;
 }
 
+// A second pair for the same ROS topic into tether, or the same channel out
+// to ROS, is refused at start (the bridge forwards each one way once),
+// naming both pairs; pairs that differ in those are fine together.
+TEST(BridgeCommandLine, APairThatForwardsATopicOrChannelAgainIsRefused) {
+  const std::string root = testing::TmpDir() + "/shm_unused";
+  struct Case {
+    std::vector<std::string> pairs;
+    std::string says;
+  };
+  const Case cases[] = {
+      {{"/a=/x,dir=to-tether", "/a=/y,dir=to-tether"},
+       "pairs /a=/x and /a=/y both forward ROS topic /a"},
+      {{"/a=/x", "/b=/x"}, "pairs /a=/x and /b=/x both forward tether channel /x"},
+      {{"/a=/x", "/a=/x"}, "pairs /a=/x and /a=/x both forward ROS topic /a"},
+  };
+  for (const Case& c : cases) {
+    // A master nobody serves: the check comes before the bridge needs one.
+    std::vector<std::string> args = {"--root", root, "--master",
+                                      "http://127.0.0.1:9"};
+    for (const std::string& p : c.pairs) {
+      args.push_back("--pair");
+      args.push_back(p);
+    }
+    Outcome o = RunWithoutMaster(args);
+    EXPECT_EQ(o.code, 1) << o.output;
+    EXPECT_NE(o.output.find(c.says), std::string::npos) << o.output;
+  }
+}
+
 TEST(BridgeCommandLine, MasterUriRoscppCannotParseIsRefusedBeforeRoscppSeesIt) {
   const std::string root = testing::TmpDir() + "/shm_unused";
   // roscpp ROS_BREAK()s (SIGTRAP, exit 133) on these.
