@@ -19,6 +19,7 @@
 #include "ros_bridge/master_link.h"
 #include "ros_bridge/ros1msg/envelope.h"
 #include "ros_bridge/ros1msg/typed.h"
+#include "shm/channel.h"
 #include "transport/channel_handle.h"
 #include "transport/framing.h"
 #include "transport/raw_endpoints.h"
@@ -112,8 +113,13 @@ absl::Status Bridge::Impl::Init() {
     const std::string channel = p.tether.empty() ? p.ros : p.tether;
     const uint32_t size = p.max_size != 0 ? p.max_size : options_.max_size;
     const uint32_t depth = p.queue_depth != 0 ? p.queue_depth : options_.queue_depth;
+    const BridgeOptions defaults;
+    const bool asked = p.max_size != 0 || p.queue_depth != 0 ||
+                       options_.max_size != defaults.max_size ||
+                       options_.queue_depth != defaults.queue_depth;
     if (RosToTetherOn(p.direction)) {
-      if (absl::Status s = AddRosToTether(p.ros, channel, p.type, size, depth);
+      if (absl::Status s =
+              AddRosToTether(p.ros, channel, p.type, size, depth, asked);
           !s.ok()) {
         return s;
       }
@@ -148,7 +154,7 @@ absl::Status Bridge::Impl::Init() {
 
 absl::StatusOr<std::unique_ptr<transport::ChannelHandle>>
 Bridge::Impl::OpenChannel(const std::string& name, uint64_t type_id,
-                          uint32_t max_size, uint32_t depth) {
+                          uint32_t max_size, uint32_t depth, bool asked) {
   ChannelShape shape;
   absl::StatusOr<ChannelShape> existing = ShapeOf(options_.channels, name);
   if (existing.ok()) {
@@ -158,6 +164,17 @@ Bridge::Impl::OpenChannel(const std::string& name, uint64_t type_id,
           schemas_.NameOf(existing->type_id), ", but the bridge needs ",
           schemas_.NameOf(type_id),
           " there; use another channel name or remove it (tether clean)"));
+    }
+    if (asked && (existing->max_size < max_size || existing->queue_depth < depth)) {
+      // A channel is sized when it is made: ours would be ignored.
+      Log(absl::StrCat(
+          "channel ", name, " exists with maxSize ", existing->max_size,
+          " and queueDepth ", existing->queue_depth, ", less than the ",
+          max_size, " and ", depth,
+          " asked for: it is used as it is (larger ROS messages are dropped "
+          "and counted in droppedTooLarge); to resize it, stop the processes "
+          "that use it, run `", shm::Channel::CleanCommand(options_.channels),
+          "` and start the bridge again"));
     }
     shape = *existing;
   } else {
@@ -175,7 +192,8 @@ Bridge::Impl::OpenChannel(const std::string& name, uint64_t type_id,
 absl::Status Bridge::Impl::AddRosToTether(const std::string& ros_topic,
                                           const std::string& channel,
                                           const std::string& type,
-                                          uint32_t max_size, uint32_t depth) {
+                                          uint32_t max_size, uint32_t depth,
+                                          bool asked) {
   if (to_tether_by_topic_.count(ros_topic) > 0) return absl::OkStatus();
   auto r = std::make_unique<RosToTether>();
   r->ros_topic = ros_topic;
@@ -185,7 +203,7 @@ absl::Status Bridge::Impl::AddRosToTether(const std::string& ros_topic,
                                ? r->typed->schema.getProto().getId()
                                : ros1msg::EnvelopeTypeId();
   absl::StatusOr<std::unique_ptr<transport::ChannelHandle>> h =
-      OpenChannel(channel, type_id, max_size, depth);
+      OpenChannel(channel, type_id, max_size, depth, asked);
   if (!h.ok()) return h.status();
   r->handle = std::move(*h);
   absl::StatusOr<std::unique_ptr<transport::RawPublisher>> p =

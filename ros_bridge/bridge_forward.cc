@@ -17,6 +17,7 @@
 #include "ros_bridge/outbox.h"
 #include "ros_bridge/ros1msg/envelope.h"
 #include "ros_bridge/ros1msg/typed.h"
+#include "shm/channel.h"
 #include "topic_tools/shape_shifter.h"
 #include "transport/framing.h"
 #include "transport/raw_endpoints.h"
@@ -109,7 +110,17 @@ void Bridge::Impl::OnRosMessage(
   }
   if (!finish.ok()) {
     r->counters.too_large.fetch_add(1, std::memory_order_relaxed);
-    r->error.Set(finish.ErrorMessage());
+    std::string why = finish.ErrorMessage();
+    if (finish.status == transport::FramingStatus::kOverflow) {
+      // The transport's fix names a stack config; the bridge may have made
+      // the channel itself, sized by its own options.
+      absl::StrAppend(
+          &why, "; if the bridge made it: stop the processes that use it, run `",
+          shm::Channel::CleanCommand(options_.channels),
+          "` and start the bridge with a larger max_size= on the pair (or "
+          "--max-size)");
+    }
+    r->error.Set(why);
     return;
   }
   const transport::PublishResult sent =

@@ -154,10 +154,12 @@ class Bridge::Impl {
 
   // Opens channel `name` as it is, or makes it with this shape.
   // FailedPrecondition (naming both types and the fix) if it exists with
-  // another type. Main thread; allocates.
+  // another type. `asked`: the size and depth were set by the user (a
+  // pair's max_size=/depth=, --max-size, --depth), so an existing channel
+  // with smaller ones is logged with the fix. Main thread; allocates.
   absl::StatusOr<std::unique_ptr<transport::ChannelHandle>> OpenChannel(
       const std::string& name, uint64_t type_id, uint32_t max_size,
-      uint32_t depth);
+      uint32_t depth, bool asked = false);
 
   // Add a route (no-op if the topic / channel is already routed that way):
   // its channel, its publisher or watcher thread; the ROS subscription is
@@ -166,7 +168,7 @@ class Bridge::Impl {
   absl::Status AddRosToTether(const std::string& ros_topic,
                               const std::string& channel,
                               const std::string& type, uint32_t max_size,
-                              uint32_t depth);
+                              uint32_t depth, bool asked = false);
   absl::Status AddTetherToRos(const std::string& channel,
                               const std::string& ros_topic,
                               const std::string& type, bool latch,

@@ -581,8 +581,32 @@ TEST_F(BridgeTest, MessageLargerThanTheChannelIsCountedAndExplained) {
                                15s))
       << bridge->Output();
   EXPECT_NE(st.error.find("maxSize"), std::string::npos) << st.error;
+  // The channel is the bridge's own: the fix names the bridge's settings.
+  EXPECT_NE(st.error.find("max_size= on the pair (or --max-size)"),
+            std::string::npos)
+      << st.error;
+  EXPECT_NE(st.error.find("tether clean --root"), std::string::npos) << st.error;
   talker->Stop();
   EXPECT_EQ(bridge->Stop(), 0);
+}
+
+// A channel that exists keeps its size: a bridge that asks for a larger
+// one says so at start, with the fix; one that asks nothing says nothing.
+TEST_F(BridgeTest, AnExistingSmallerChannelIsUsedAsItIsAndTheBridgeSaysSo) {
+  auto keep = CreateEnvelopeChannel("/ros/small");  // maxSize 4096, depth 8
+  auto asked = StartBridge({"--pair", "/small=/ros/small,max_size=65536"});
+  EXPECT_EQ(asked->Stop(), 0) << asked->Output();
+  EXPECT_NE(asked->Output().find("channel /ros/small exists with maxSize 4096 "
+                                 "and queueDepth 8, less than the 65536 and 16 "
+                                 "asked for"),
+            std::string::npos)
+      << asked->Output();
+  EXPECT_NE(asked->Output().find("tether clean --root"), std::string::npos)
+      << asked->Output();
+  auto plain = StartBridge({"--pair", "/small=/ros/small"});
+  EXPECT_EQ(plain->Stop(), 0) << plain->Output();
+  EXPECT_EQ(plain->Output().find("exists with maxSize"), std::string::npos)
+      << plain->Output();
 }
 
 // The flags given on the command line win over the --config file's
