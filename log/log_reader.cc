@@ -108,6 +108,9 @@ const LogChannel* LogReader::Channel(uint16_t id) { return ChannelById(id); }
 void LogReader::FindTimeSpan() {
   int64_t first = std::numeric_limits<int64_t>::max();
   int64_t last = std::numeric_limits<int64_t>::min();
+  // Whether every message seen was logged near its send time (log time =
+  // realtime receive time, send time + offset = realtime send time).
+  bool tracks = realtime_offset_ns_ != 0;
   auto scan = [&](const McapReadOptions& o) {
     auto it = mcap_->Messages(o);
     McapMessageView v;
@@ -119,9 +122,16 @@ void LogReader::FindTimeSpan() {
       FillContext(v, &m);
       first = std::min(first, m.monotonic_send_ns);
       last = std::max(last, m.monotonic_send_ns);
+      const int64_t lag = static_cast<int64_t>(v.message.log_time) -
+                          (m.monotonic_send_ns + realtime_offset_ns_);
+      if (lag > kLogTimeSlackNs || lag < -kLogTimeSlackNs) tracks = false;
     }
   };
   const auto& chunks = mcap_->chunk_indexes();
+  // The index's log times find the first and last send times only where
+  // log times track send times; the probes check that, and a log where
+  // they do not is scanned whole.
+  bool probed = false;
   if (mcap_->indexed() && !chunks.empty()) {
     uint64_t lo = std::numeric_limits<uint64_t>::max(), hi = 0;
     for (const mcap::ChunkIndex& c : chunks) {
@@ -137,9 +147,14 @@ void LogReader::FindTimeSpan() {
     o.start_time = hi > kSpanProbeNs ? hi - kSpanProbeNs : 0;
     o.end_time = hi;
     scan(o);
-  } else {
+    probed = tracks;
+  }
+  if (!probed) {
+    first = std::numeric_limits<int64_t>::max();
+    last = std::numeric_limits<int64_t>::min();
     scan({});
   }
+  log_time_tracks_send_ = tracks;
   if (first <= last) {
     start_ns_ = first;
     end_ns_ = last;
@@ -232,13 +247,15 @@ LogCursor::LogCursor(LogReader* reader, const LogReadOptions& options)
   o.force_scan = options.force_scan;
   // log_time is the realtime receive time: map the send-time range onto it
   // generously (clock steps, reorder window) and filter exactly below.
+  // Only where they were seen to track each other (log_time_tracks_send).
   const int64_t offset = reader->realtime_offset_ns();
-  const int64_t margin = 10'000'000'000 + options.reorder_window_ns;
-  if (options.start_ns.has_value() && offset != 0) {
+  const int64_t margin = LogReader::kLogTimeSlackNs + options.reorder_window_ns;
+  const bool by_log_time = reader->log_time_tracks_send();
+  if (options.start_ns.has_value() && by_log_time) {
     o.start_time = static_cast<uint64_t>(
         std::max<int64_t>(0, *options.start_ns + offset - margin));
   }
-  if (options.end_ns.has_value() && offset != 0) {
+  if (options.end_ns.has_value() && by_log_time) {
     o.end_time = static_cast<uint64_t>(*options.end_ns + offset + margin);
   }
   messages_ = reader->mcap().Messages(o);

@@ -161,6 +161,14 @@ class LogReader {
   const mcap::KeyValueMap& recording() const { return recording_; }
   // realtime - monotonic at the start of the recording, or 0.
   int64_t realtime_offset_ns() const { return realtime_offset_ns_; }
+  // Whether a message's log time (its realtime receive time) is within
+  // kLogTimeSlackNs of its send time plus realtime_offset_ns() in the
+  // messages looked at on open, so a send-time range can be looked up
+  // through the index's log times. False (reads then scan every chunk) for
+  // logs of old messages (record --from-oldest), of a replay that kept the
+  // original send times, or across a realtime clock step.
+  bool log_time_tracks_send() const { return log_time_tracks_send_; }
+  static constexpr int64_t kLogTimeSlackNs = 10'000'000'000;
 
   // The channel's message type, loaded from the schema the log carries (no
   // compiled types needed). FailedPrecondition for a channel that is not
@@ -186,6 +194,7 @@ class LogReader {
   int64_t end_ns_ = 0;
   mcap::KeyValueMap recording_;
   int64_t realtime_offset_ns_ = 0;
+  bool log_time_tracks_send_ = false;
   std::map<uint16_t, LoadedMessageType> types_;
 };
 
