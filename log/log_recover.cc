@@ -13,9 +13,8 @@ namespace tether::log {
 absl::StatusOr<RecoverReport> RecoverLog(const std::string& in,
                                          const std::string& out,
                                          const McapWriterOptions& options) {
-  if (in == out) {
-    return absl::InvalidArgumentError(
-        "recover writes a new file: OUT must differ from IN");
+  if (absl::Status s = CheckOutputIsNotInput(in, out, "recover"); !s.ok()) {
+    return s;
   }
   absl::StatusOr<std::unique_ptr<McapReader>> opened = McapReader::Open(in);
   if (!opened.ok()) return opened.status();

@@ -37,6 +37,18 @@ absl::Status ErrnoError(const std::string& what, int err) {
 
 }  // namespace
 
+absl::Status CheckOutputIsNotInput(const std::string& in, const std::string& out,
+                                   const std::string& what) {
+  struct stat a, b;
+  if (in == out || (::stat(in.c_str(), &a) == 0 && ::stat(out.c_str(), &b) == 0 &&
+                    a.st_dev == b.st_dev && a.st_ino == b.st_ino)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " writes a new file: ", out, " is the input ", in,
+        " itself, which writing it would destroy; give another output"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<McapWriter>> McapWriter::Create(
     const std::string& path, const McapWriterOptions& options) {
   // O_NONBLOCK: an existing FIFO would otherwise block open() until a

@@ -72,6 +72,12 @@ struct McapWriterStats {
   std::map<uint16_t, ChannelCount> written;
 };
 
+// InvalidArgument when `out` names the same file as `in` (another path to
+// it: ./x, a link), which writing `out` would destroy; OK when either does
+// not exist. `what` names the command in the error. Any thread.
+absl::Status CheckOutputIsNotInput(const std::string& in, const std::string& out,
+                                   const std::string& what);
+
 class McapWriter {
  public:
   // Creates `path` and writes the magic and header. AlreadyExists unless

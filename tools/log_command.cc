@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -16,6 +18,7 @@
 #include "log/log_plot.h"
 #include "log/log_reader.h"
 #include "log/log_recover.h"
+#include "log/mcap_writer.h"
 #include "tools/channel_tool.h"
 #include "tools/cli.h"
 #include "transport/dynamic.h"
@@ -263,6 +266,7 @@ ArgParser PlotParser() {
   p.AddOption("start", "SECONDS", "from this far into the log");
   p.AddOption("end", "SECONDS", "to this far into the log");
   p.AddOption("width", "PIXELS", "image width", "1400");
+  p.AddFlag("force", "overwrite OUT even if it is not a PNG image");
   return p;
 }
 
@@ -290,11 +294,31 @@ int RunPlot(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     err << cmd << ": " << series.status().message() << "\n";
     return kExitUsage;
   }
+  const std::string& png = args.Option("out");
+  if (absl::Status s =
+          log::CheckOutputIsNotInput(args.Positional("file"), png, "plot");
+      !s.ok()) {
+    err << cmd << ": " << s.message() << "\n";
+    return kExitUsage;
+  }
+  // Drawing again over an earlier plot is the common case; anything else
+  // at OUT (a log, a typo'd path) is kept unless asked.
+  if (std::ifstream existing(png, std::ios::binary);
+      existing && !args.Flag("force")) {
+    char magic[8] = {};
+    existing.read(magic, sizeof(magic));
+    if (std::memcmp(magic, "\x89PNG\r\n\x1a\n", 8) != 0) {
+      err << cmd << ": " << png
+          << " exists and is not a PNG image: give another --out, or "
+             "--force to overwrite it\n";
+      return kExitUsage;
+    }
+  }
   log::PlotOptions options;
   options.width = static_cast<int>(width);
   options.title = args.Positional("file");
   const log::Image image = log::RenderPlot(*series, options);
-  if (absl::Status s = image.WritePng(args.Option("out")); !s.ok()) {
+  if (absl::Status s = image.WritePng(png); !s.ok()) {
     err << cmd << ": " << s.message() << "\n";
     return kExitFailure;
   }

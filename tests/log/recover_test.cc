@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <thread>
 #include <vector>
@@ -204,11 +205,27 @@ TEST_F(RecoverTest, ACorruptChunkLosesOnlyItsMessagesAndIsNamed) {
   EXPECT_TRUE(recheck->ok());
 }
 
+// Also by another path to the same file (./x, a symlink), with overwrite
+// on: the input is left as it was.
 TEST(RecoverLog, RefusesToOverwriteItsInput) {
+  const std::string in = TempFile("recover-self.mcap");
+  std::ofstream(in) << "not much of a log";
+  const std::string link = in + ".link";
+  std::filesystem::remove(link);
+  std::filesystem::create_symlink(in, link);
+  const std::string dotted =
+      std::filesystem::path(in).parent_path().string() + "/./" +
+      std::filesystem::path(in).filename().string();
   McapWriterOptions wo;
-  auto r = RecoverLog("/tmp/x.mcap", "/tmp/x.mcap", wo);
-  ASSERT_FALSE(r.ok());
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("OUT must differ"));
+  wo.overwrite = true;
+  for (const std::string& out : {in, link, dotted}) {
+    SCOPED_TRACE(out);
+    auto r = RecoverLog(in, out, wo);
+    ASSERT_FALSE(r.ok());
+    EXPECT_THAT(std::string(r.status().message()),
+                HasSubstr("is the input " + in + " itself"));
+  }
+  EXPECT_EQ(std::filesystem::file_size(in), 17u);
 }
 
 }  // namespace

@@ -131,6 +131,24 @@ TEST_F(LogCommandsTest, RecordThenInfoCatCheckPlot) {
   char sig[8] = {};
   in.read(sig, 8);
   EXPECT_EQ(std::string(sig + 1, 3), "PNG");
+  // Drawn again over its own earlier plot; never over a file that is not
+  // a PNG (here: the log itself) unless --force, never over its input.
+  EXPECT_EQ(RunTether({"log", "plot", file, "/cli/samples.stamp", "--out", png})
+                .code,
+            0);
+  const std::string log_copy = TempFile("cli-copy.mcap");
+  std::filesystem::copy_file(file, log_copy,
+                             std::filesystem::copy_options::overwrite_existing);
+  const uintmax_t log_size = std::filesystem::file_size(log_copy);
+  Outcome over = RunTether(
+      {"log", "plot", file, "/cli/samples.stamp", "--out", log_copy});
+  EXPECT_EQ(over.code, 2) << over.err;
+  EXPECT_THAT(over.err, HasSubstr("exists and is not a PNG image"));
+  over = RunTether({"log", "plot", log_copy, "/cli/samples.stamp", "--out",
+                    log_copy, "--force"});
+  EXPECT_EQ(over.code, 2) << over.err;
+  EXPECT_THAT(over.err, HasSubstr("itself"));
+  EXPECT_EQ(std::filesystem::file_size(log_copy), log_size);
 
   // A channel without a field lists the fields it has; an index past the
   // end of its list in every message is an error, not an empty plot.
