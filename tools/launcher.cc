@@ -1,5 +1,7 @@
 #include "tools/launcher.h"
 
+#include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "capnp/message.h"
+#include "shm/channel.h"
 #include "tools/instance_lock.h"
 #include "tools/launch_plan.h"
 #include "tools/launcher_impl.h"
@@ -23,6 +26,52 @@ namespace fs = std::filesystem;
 using launcher_internal::Clock;
 using launcher_internal::kSay;
 using launcher_internal::Seconds;
+
+std::string UserName(uid_t uid) {
+  const passwd* pw = ::getpwuid(uid);
+  return pw != nullptr ? absl::StrCat(pw->pw_name, " (uid ", uid, ")")
+                       : absl::StrCat("uid ", uid);
+}
+
+// A launcher adopts the instance folder and channel files it finds only
+// when they are its own user's (or root's): another user who made them
+// first (the roots are sticky and open to all) could write every channel
+// of the stack, and a launcher would run it on them without a word.
+absl::Status CheckNoOtherOwner(const shm::ChannelOptions& options,
+                               const std::vector<std::string>& names) {
+  const uid_t self = ::geteuid();
+  const auto foreign = [&](const std::string& path, const char* what,
+                           const std::string& remedy) -> absl::Status {
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0 || st.st_uid == self ||
+        st.st_uid == 0) {
+      return absl::OkStatus();
+    }
+    return absl::PermissionDeniedError(absl::StrCat(
+        what, path, " belongs to ", UserName(st.st_uid), ", not to you (",
+        UserName(self), "): that user made it before this launch and can "
+        "write the stack's channels. If the stack is theirs, launch it as "
+        "them; if not, ", remedy, " and launch again"));
+  };
+  const std::string dir = (fs::path(options.root) / options.instance).string();
+  if (absl::Status s = foreign(dir, "the instance folder ",
+                               absl::StrCat("remove it (rm -r ", dir, ")"));
+      !s.ok()) {
+    return s;
+  }
+  for (const std::string& name : names) {
+    const std::string path = shm::Channel::PathFor(options, name);
+    if (absl::Status s = foreign(
+            path, "the channel file ",
+            absl::StrCat("remove it (`", shm::Channel::CleanCommand(options),
+                         "` once nothing uses it)"));
+        !s.ok()) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("channel ", name, ": ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -75,6 +124,12 @@ absl::Status Launcher::Impl::CreateChannels() {
     more.push_back(
         StatusPublisher::ChannelConfig(schemas_.get(), &status_config));
   }
+  std::vector<std::string> names;
+  for (const auto& c : plan_.stack->channels()) names.push_back(c.getName());
+  for (const auto& c : more) names.push_back(c.getName());
+  if (absl::Status s = CheckNoOtherOwner(options_.channels, names); !s.ok()) {
+    return s;
+  }
   absl::StatusOr<std::unique_ptr<transport::ChannelSet>> channels =
       transport::ChannelSet::Create(options_.channels, *plan_.stack, *schemas_,
                                     more);
@@ -119,8 +174,15 @@ absl::Status Launcher::Impl::CreateChannels() {
   }
   status_publisher_ = std::move(*publisher);
   const size_t count = plan_.stack->channels().size();
+  size_t opened = 0;
+  for (const auto& c : plan_.stack->channels()) {
+    absl::StatusOr<transport::ChannelHandle*> h = channels_->Find(c.getName());
+    if (h.ok() && !(*h)->created()) ++opened;
+  }
   Say(absl::StrCat(
-      "created ", count, " channel", count == 1 ? "" : "s", " in ",
+      "created ", count - opened, " channel", count - opened == 1 ? "" : "s",
+      opened > 0 ? absl::StrCat(" and opened ", opened, " that existed") : "",
+      " in ",
       (fs::path(options_.channels.root) / options_.channels.instance).string(),
       options_.status_channel
           ? absl::StrCat(" (and ", kLauncherStatusChannel, ")")

@@ -347,5 +347,58 @@ TEST(LauncherAsRoot, StackThatFitsOnlyWithoutTheStatusChannelIsRefused) {
       << "left behind in " << small.path() << " after: " << message;
 }
 
+// Another user who made the instance folder, or a channel file, before
+// the launch could write every channel of the stack: root's launcher
+// refuses to adopt them, naming the owner and the remedy, and starts no
+// node.
+TEST(LauncherAsRoot, AnInstanceFolderOrChannelFileOfAnotherUserIsRefused) {
+  const std::optional<UserAccount> nobody = Nobody();
+  if (!nobody) GTEST_SKIP() << "needs root and a user named nobody";
+  shm::testing::ScopedRoot scratch;
+  shm::ChannelOptions where;
+  where.root = scratch.root() + "/shared";
+  where.instance = "robot";
+  const std::string instance = where.root + "/robot";
+  std::filesystem::create_directories(where.root);
+  ASSERT_EQ(::chmod(scratch.root().c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(where.root.c_str(), 01777), 0);  // as /dev/shm is
+  const std::string stack = testing::WithDemoSchema(StackJson(
+      {R"({"name": "/robot/cmd", "type": "examples/demo.capnp:ImuSample",
+           "maxSize": 256, "queueDepth": 8})"},
+      {ShellNode("n", "echo started")}));
+  ASSERT_EQ(RunAsNobody({}, [&] { return ::mkdir(instance.c_str(), 0770); }),
+            0);
+  {
+    std::ostringstream out, err;
+    auto launcher = Launcher::Create(OptionsFor(stack, where), nullptr, out, err);
+    ASSERT_FALSE(launcher.ok()) << "adopted a folder nobody made";
+    EXPECT_TRUE(absl::IsPermissionDenied(launcher.status())) << launcher.status();
+    EXPECT_THAT(std::string(launcher.status().message()),
+                HasSubstr("the instance folder " + instance +
+                          " belongs to nobody (uid " +
+                          std::to_string(nobody->uid) + ")"));
+    EXPECT_THAT(std::string(launcher.status().message()),
+                HasSubstr("rm -r " + instance));
+    EXPECT_THAT(out.str(), Not(HasSubstr("created")));
+  }
+  // Root's own folder, but a channel file handed to another user.
+  std::filesystem::remove_all(instance);
+  {
+    std::ostringstream out, err;
+    auto first = Launcher::Create(OptionsFor(stack, where), nullptr, out, err);
+    ASSERT_TRUE(first.ok()) << first.status();
+  }
+  const std::string file = shm::Channel::PathFor(where, "/robot/cmd");
+  ASSERT_EQ(::chown(file.c_str(), nobody->uid, nobody->gid), 0);
+  std::ostringstream out, err;
+  auto launcher = Launcher::Create(OptionsFor(stack, where), nullptr, out, err);
+  ASSERT_FALSE(launcher.ok()) << "adopted a channel file of nobody's";
+  EXPECT_THAT(std::string(launcher.status().message()),
+              HasSubstr("channel /robot/cmd: the channel file " + file +
+                        " belongs to nobody"));
+  EXPECT_THAT(std::string(launcher.status().message()),
+              HasSubstr("tether clean --root"));
+}
+
 }  // namespace
 }  // namespace tether::tools
