@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -384,6 +385,13 @@ absl::StatusOr<std::unique_ptr<Bridge>> Bridge::Create(
   impl->pid = ::getpid();
   std::random_device rd;
   impl->id = (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(impl->pid);
+  {
+    const std::string folder = absl::StrCat(runtime.channels.root, "/",
+                                            runtime.channels.instance);
+    char* resolved = ::realpath(folder.c_str(), nullptr);
+    impl->instance = resolved != nullptr ? resolved : folder;
+    std::free(resolved);
+  }
   impl->where = absl::StrCat("bridge ", options.name, " on host ",
                              runtime.host);
   impl->start_ns = ClockNs(CLOCK_MONOTONIC);

@@ -96,6 +96,7 @@ absl::Status Bridge::Impl::SetUpOut(ChannelRun& c) {
   a.bridge_name = const_cast<char*>(options.name.c_str());
   a.host = const_cast<char*>(runtime.host.c_str());
   a.boot_id = const_cast<char*>(runtime.boot_id.c_str());
+  a.instance = const_cast<char*>(instance.c_str());
   a.type_id = c.described.type_id;
   a.type_name = const_cast<char*>(c.described.type_name.c_str());
   a.schema_hash = c.described.schema_hash;
@@ -170,7 +171,22 @@ void Bridge::Impl::TakeAnnouncements() {
 void Bridge::Impl::Accept(ChannelRun& c, const ChannelDescription& remote,
                           uint64_t sender,
                           const tether_net_ChannelAnnounce& a) {
-  c.same_clock[sender] = a.boot_id != nullptr && runtime.boot_id == a.boot_id;
+  const bool same_kernel = a.boot_id != nullptr && runtime.boot_id == a.boot_id;
+  c.same_clock[sender] = same_kernel;
+  if (same_kernel && a.instance != nullptr && instance == a.instance) {
+    // Each would publish the other's frames into the instance and send
+    // them again: one message would circle for ever.
+    const bool first = c.refused_senders.insert(sender).second;
+    const std::string why = absl::StrCat(
+        remote.where, " bridges this same instance (", instance,
+        "): its frames are dropped here, and ours there, or they would echo "
+        "between the two bridges for ever; run one bridge per host and "
+        "instance, with every channel in its config");
+    c.SetDetail(why);
+    if (first) std::fprintf(stderr, "net-bridge %s: %s\n", options.name.c_str(), why.c_str());
+    if (!c.accepted) c.state = ChannelState::kRefused;
+    return;
+  }
   if (SchemaHash(remote.schema) != remote.schema_hash) {
     c.refused_senders.insert(sender);
     c.SetDetail(absl::StrCat(remote.where,
@@ -189,6 +205,9 @@ void Bridge::Impl::Accept(ChannelRun& c, const ChannelDescription& remote,
                    std::string(s.message()).c_str());
     } else {
       c.refused_senders.erase(sender);
+      // A sender that fits (the accepted one again, after a restart):
+      // what an earlier refused one left in the detail is over.
+      c.SetDetail(absl::StrCat("from ", remote.where));
     }
     return;
   }

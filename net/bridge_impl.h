@@ -133,6 +133,8 @@ struct Bridge::Impl {
   uint64_t id = 0;
   pid_t pid = 0;
   std::string where;  // "bridge <name> on host <host>"
+  // This bridge's instance folder, symbolic links resolved (announced).
+  std::string instance;
   int64_t start_ns = 0;
 
   dds_entity_t domain = 0;
