@@ -560,6 +560,20 @@ int64_t Channel::ClaimFreeSlot(uint32_t owner, uint64_t* hint, bool sweep) {
     if (!sweep) break;
     if (round == 0) Sweep();
   }
+  // Failure path (O(pool), no allocation): slots every publisher's sends
+  // fail on for ever if their states were overwritten. Say so, once, as
+  // corruption, rather than let it pass as a full pool (kNoLoan).
+  for (uint64_t slot = 0; slot < n; ++slot) {
+    const uint64_t state =
+        slot_header(slot)->state.load(std::memory_order_relaxed);
+    if (internal::NoStepLeavesASlotIn(state, params_.max_publishers)) {
+      ReportCorruption(
+          "no slot is free and a slot is in a state no send can leave it "
+          "in: the slot headers are overwritten (slot, state)",
+          slot, state);
+      break;
+    }
+  }
   return -1;
 }
 

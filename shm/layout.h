@@ -280,6 +280,17 @@ inline bool ImpossibleAfterEntry(uint64_t state, uint64_t q,
   return StateOwner(state) >= max_publishers;
 }
 
+// A slot state no protocol step leaves any slot in, at any time: bits that
+// make no state (neither free, empty, a queue index nor owned), an owner
+// beyond the publisher registry, or an owned slot with a tag but no
+// pending bit. Corruption of the slot headers.
+inline bool NoStepLeavesASlotIn(uint64_t state, uint32_t max_publishers) {
+  if (IsMessage(state) || state == kFree || state == kEmpty) return false;
+  if ((state & kOwnedBit) == 0) return true;
+  if (StateOwner(state) >= max_publishers) return true;
+  return !IsPending(state) && (state & kTagMask) != 0;
+}
+
 // --- shared structs -------------------------------------------------------------
 struct alignas(kCacheLine) ChannelHeader {
   uint64_t magic;

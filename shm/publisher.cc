@@ -160,7 +160,11 @@ SendResult Publisher::Send(size_t size, const SendTimes* times,
 SendResult Publisher::SendImpl(size_t size, const SendTimes* times,
                                size_t offset) {
   if (channel_->corrupt()) return Fail(SendStatus::kCorrupt);
-  if (loan_ < 0 && Loan().empty()) return Fail(SendStatus::kNoLoan);
+  if (loan_ < 0 && Loan().empty()) {
+    // No slot, maybe because the slot headers are corrupt (ClaimFreeSlot
+    // says so then).
+    return Fail(channel_->corrupt() ? SendStatus::kCorrupt : SendStatus::kNoLoan);
+  }
   const QueueParams& p = channel_->params();
   if (size > p.slot_size || offset > p.slot_size - size || offset % 8 != 0) {
     return Fail(SendStatus::kTooLarge);

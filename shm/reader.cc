@@ -241,11 +241,28 @@ bool Reader::HeaderOverwritten(uint64_t tail) const {
   // only, a line that moves with each commit as the ring entry they just
   // loaded does. No value they had loaded could show this: an overwritten
   // header leaves the ring as it was.
+  //   - a tail past the cursor means message next_ was placed: the entry
+  //     is stored before the tail is bumped past it (acq_rel), so after an
+  //     acquire load of such a tail the entry no longer holds next_ - D.
+  //     A healthy channel shows tail > next_ here only when a send raced
+  //     in since the entry was loaded; that costs the two acquire loads,
+  //     once (the next call delivers the message).
   const uint64_t magic =
       std::atomic_ref<uint64_t>(channel_->header()->magic).load(
           std::memory_order_relaxed);
-  return magic != internal::kMagic || tail > internal::kMaxQueueIndex ||
-         tail + 1 < next_;
+  if (magic != internal::kMagic || tail > internal::kMaxQueueIndex ||
+      tail + 1 < next_) {
+    return true;
+  }
+  return tail > next_ && TailAheadOfUnplacedEntry();
+}
+
+bool Reader::TailAheadOfUnplacedEntry() const {
+  const uint64_t depth = channel_->params().queue_depth;
+  const uint64_t tail = channel_->header()->tail.load(std::memory_order_acquire);
+  const uint64_t e =
+      channel_->ring_entry(next_)->load(std::memory_order_acquire);
+  return tail > next_ && internal::EntryTag(e) == internal::Tag(next_ - depth);
 }
 
 ReadStatus Reader::ReportHeaderOverwritten(uint64_t tail) {
@@ -263,6 +280,12 @@ ReadStatus Reader::ReportHeaderOverwritten(uint64_t tail) {
   } else if (tail > internal::kMaxQueueIndex) {
     channel_->ReportCorruption(
         "the channel's tail is beyond the largest queue index (tail)", tail);
+  } else if (tail > next_) {
+    channel_->ReportCorruption(
+        "the channel header was overwritten: its tail is past a message no "
+        "publisher placed, so no send can reach this reader (tail, next "
+        "queue index)",
+        tail, next_);
   } else {
     channel_->ReportCorruption(
         "the channel header was overwritten: its tail is behind this "

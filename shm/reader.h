@@ -125,10 +125,13 @@ class Reader {
   bool SkipLost(uint64_t r, uint64_t* missed);
   // On paths that found nothing new: true when the channel header shows
   // signs no healthy channel can (its magic gone, or `tail`, loaded by the
-  // caller, behind the cursor or beyond the largest index), i.e. it was
-  // overwritten and no message will come. RT-safe: one relaxed load, three
-  // compares. ReportHeaderOverwritten records the finding (kCorrupt).
+  // caller, behind the cursor, beyond the largest index, or past the
+  // cursor while the cursor's entry is still unplaced), i.e. it was
+  // overwritten and no message will come. RT-safe: one relaxed load, four
+  // compares, and two acquire loads when the tail is past the cursor.
+  // ReportHeaderOverwritten records the finding (kCorrupt).
   bool HeaderOverwritten(uint64_t tail) const;
+  bool TailAheadOfUnplacedEntry() const;
   ReadStatus ReportHeaderOverwritten(uint64_t tail);
 
   Channel* const channel_;

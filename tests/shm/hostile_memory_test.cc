@@ -116,6 +116,50 @@ TEST_F(HostileMemoryTest, ZeroedSlotHeadersAreCorruptionNotLoss) {
               HasSubstr("no send can leave it in"));
 }
 
+// Slot headers overwritten with states no step leaves a slot in (an owner
+// beyond the registry) everywhere but the publisher's loan: sends fail as
+// corruption, said once, not as a pool that is merely full (kNoLoan).
+TEST_F(HostileMemoryTest, SlotsInStatesNoSendLeavesAreCorruptionNotAFullPool) {
+  auto c = Open();
+  auto pub = Publisher::Create(c.get());
+  ASSERT_TRUE(pub.ok());
+  SendSome(pub->get(), 10);
+  ASSERT_FALSE((*pub)->Loan().empty());
+  const uint64_t garbage = in::Owned(0xff);
+  for (uint64_t s = 0; s < kParams.pool_size(); ++s) {
+    auto& state = in::ChannelAccess::slot_header(*c, s)->state;
+    if (state.load() != in::Owned(0)) state.store(garbage);
+  }
+  SendStatus last = SendStatus::kOk;
+  for (int i = 0; i < 3 && last == SendStatus::kOk; ++i) {
+    (void)(*pub)->Loan();
+    last = (*pub)->Send(64).status;
+  }
+  EXPECT_EQ(last, SendStatus::kCorrupt);
+  EXPECT_TRUE(c->corrupt());
+  EXPECT_THAT(std::string(c->corruption()),
+              HasSubstr("a state no send can leave it in: the slot headers "
+                        "are overwritten"));
+}
+
+// A tail bumped past the next message, whose ring entry no publisher
+// placed: a reader that finds nothing new says the header was overwritten
+// (no message would ever come), instead of waiting for ever.
+TEST_F(HostileMemoryTest, ATailPastAnUnplacedMessageIsReportedByReaders) {
+  auto c = Open();
+  auto pub = Publisher::Create(c.get());
+  auto reader = Reader::Create(c.get(), {.pin = true});
+  ASSERT_TRUE(pub.ok() && reader.ok());
+  SendSome(pub->get(), 3);
+  MessageView v;
+  for (int i = 0; i < 3; ++i) ASSERT_EQ((*reader)->Next(&v), ReadStatus::kOk);
+  ASSERT_EQ((*reader)->Next(&v), ReadStatus::kNothingNew);
+  in::ChannelAccess::header(*c)->tail.fetch_add(1000000);
+  EXPECT_EQ((*reader)->Next(&v), ReadStatus::kCorrupt);
+  EXPECT_THAT(std::string(c->corruption()),
+              HasSubstr("its tail is past a message no publisher placed"));
+}
+
 TEST_F(HostileMemoryTest, CorruptionIsStickyAndSaysWhatAndWhere) {
   auto c = Open();
   auto pub = Publisher::Create(c.get());
