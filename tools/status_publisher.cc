@@ -70,7 +70,7 @@ absl::StatusOr<std::unique_ptr<StatusPublisher>> StatusPublisher::Create(
     const StatusPublisherOptions& options, transport::ChannelHandle* channel,
     WarnFn warn) {
   std::unique_ptr<StatusPublisher> publisher(
-      new StatusPublisher(options, std::move(warn)));
+      new StatusPublisher(options, channel, std::move(warn)));
   if (!options.channel) return publisher;
   absl::StatusOr<std::unique_ptr<transport::Publisher<wire::LauncherStatus>>>
       pub = transport::Publisher<wire::LauncherStatus>::Create(channel);
@@ -106,7 +106,10 @@ void StatusPublisher::Publish(const StackStatus& status) {
   }
   if (publisher_ == nullptr) return;
   transport::Loan<wire::LauncherStatus> loan = publisher_->MakeLoan();
-  if (!loan.valid()) return;
+  if (!loan.valid()) {
+    (void)StopIfCorrupt();  // else every slot is pinned: try next time
+    return;
+  }
   wire::LauncherStatus::Builder root = loan.root();
   root.setTimeNs(std::chrono::duration_cast<std::chrono::nanoseconds>(
                      std::chrono::system_clock::now().time_since_epoch())
@@ -151,7 +154,20 @@ void StatusPublisher::Publish(const StackStatus& status) {
                        publisher_->last_finish().ErrorMessage(),
                        "); no longer publishing it there"));
     publisher_.reset();
+    return;
   }
+  if (sent.status != transport::PublishStatus::kOk) (void)StopIfCorrupt();
+}
+
+bool StatusPublisher::StopIfCorrupt() {
+  if (channel_ == nullptr || !channel_->corrupt()) return false;
+  warn_(std::string(channel_
+                        ->CorruptionError(
+                            "the launcher no longer publishes the stack's "
+                            "status there (the nodes run on)")
+                        .message()));
+  publisher_.reset();
+  return true;
 }
 
 }  // namespace tether::tools

@@ -61,16 +61,22 @@ class StatusPublisher {
   StatusPublisher& operator=(const StatusPublisher&) = delete;
 
   // Writes the JSON file (if any) and sends the message (if the channel is
-  // on). A status too large for the channel is warned about once and no
-  // longer sent; a file that cannot be written is warned about once.
+  // on). A status too large for the channel, or a channel found corrupt,
+  // is warned about once and no longer sent there; a file that cannot be
+  // written is warned about once.
   // Blocks on file I/O; allocates; not RT-safe.
   void Publish(const StackStatus& status);
 
  private:
-  StatusPublisher(const StatusPublisherOptions& options, WarnFn warn)
-      : options_(options), warn_(std::move(warn)) {}
+  StatusPublisher(const StatusPublisherOptions& options,
+                  transport::ChannelHandle* channel, WarnFn warn)
+      : options_(options), channel_(channel), warn_(std::move(warn)) {}
+  // True (and the publisher gone, the warning given) once the channel is
+  // corrupt.
+  bool StopIfCorrupt();
 
   const StatusPublisherOptions options_;
+  transport::ChannelHandle* const channel_;  // null when options_.channel is off
   const WarnFn warn_;
   std::unique_ptr<transport::Publisher<wire::LauncherStatus>> publisher_;
   bool json_warned_ = false;

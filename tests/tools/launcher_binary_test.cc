@@ -15,6 +15,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shm/channel.h"
 #include "tests/shm/shm_test_util.h"
 #include "tests/tools/json_test_parser.h"
 #include "tests/tools/launch_test_util.h"
@@ -160,6 +161,45 @@ TEST_F(TetherLaunchTest, SigtermStopsEveryNodeAndTheirChildren) {
   EXPECT_THAT(out, HasSubstr("did not stop within 0.30 s: sending SIGKILL"));
   EXPECT_THAT(out, HasSubstr("signal 9 (SIGKILL)"));
   EXPECT_THAT(out, HasSubstr("NODE"));
+}
+
+// The launcher's own status channel overwritten under it (`dd` over its
+// header): the launcher says so once, with the recovery, and stops
+// publishing there; the nodes run on.
+TEST_F(TetherLaunchTest, ACorruptStatusChannelIsReportedOnceAndTheStackRunsOn) {
+  WriteFile(File("stack.json"),
+            StackJson({}, {ShellNode("n", "exec sleep 30")}));
+  std::vector<std::string> args = {File("stack.json"), "--status-json",
+                                   File("status.json")};
+  for (const std::string& a : ChannelArgs()) args.push_back(a);
+  Spawn(args);
+  const std::vector<pid_t> pids = WaitForRunningNodes(1);
+  ASSERT_EQ(pids.size(), 1u);
+  shm::ChannelOptions where = root_.options();
+  where.instance = "test";
+  const std::string status_file =
+      shm::Channel::PathFor(where, "/tether/launcher/status");
+  {
+    const int fd = ::open(status_file.c_str(), O_WRONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0) << status_file;
+    const std::vector<char> ones(8192, '\xff');
+    ASSERT_EQ(::pwrite(fd, ones.data(), ones.size(), 0), 8192);
+    ::close(fd);
+  }
+  const std::string said = "the launcher no longer publishes the stack's status";
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return (ReadFile(File("out")) + ReadFile(File("err"))).find(said) !=
+               std::string::npos;
+      },
+      kGenerous))
+      << ReadFile(File("out")) << ReadFile(File("err"));
+  EXPECT_FALSE(ProcessGone(pids[0]));
+  ASSERT_EQ(::kill(pid_, SIGTERM), 0);
+  EXPECT_EQ(Wait(kGenerous), 0);
+  const std::string all = ReadFile(File("out")) + ReadFile(File("err"));
+  EXPECT_EQ(all.find(said), all.rfind(said)) << "said more than once:\n" << all;
+  EXPECT_THAT(all, HasSubstr("tether clean --root"));
 }
 
 TEST_F(TetherLaunchTest, NodesDieWithASigkilledLauncher) {
