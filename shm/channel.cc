@@ -301,7 +301,11 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Map(
     close_fd();
     return absl::DataLossError(absl::StrCat(
         "channel ", path, " is ", file_size, " bytes but its params need ",
-        l.total, ": the file is truncated or corrupt"));
+        l.total, ": the file was ",
+        file_size < l.total ? "truncated" : "grown",
+        " (or its header is corrupt); remove it once nothing uses it (`",
+        CleanCommand(options), "`, or rm ", path,
+        ") and start the stack's nodes again"));
   }
   // The reader-state file its nonce names, checked the same way.
   const std::string state_path = StatePath(path, h.nonce);

@@ -165,7 +165,18 @@ TEST(Channel, NotAChannelFileIsDataLoss) {
   ASSERT_EQ(::truncate(path.c_str(), 1000), 0);
   c = Channel::Open(root.options(), "c");
   EXPECT_EQ(c.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(c.status().message(), HasSubstr("truncated or corrupt"));
+  EXPECT_THAT(c.status().message(), HasSubstr("the file was truncated"));
+  EXPECT_THAT(c.status().message(), HasSubstr("tether clean --root"));
+  // Grown.
+  const uintmax_t right = [&] {
+    EXPECT_TRUE(Channel::Remove(root.options(), "c").ok());
+    EXPECT_TRUE(Channel::OpenOrCreate(root.options(), "c", SmallParams()).ok());
+    return std::filesystem::file_size(path);
+  }();
+  ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(right + 4096)), 0);
+  c = Channel::Open(root.options(), "c");
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(c.status().message(), HasSubstr("the file was grown"));
   // Too small for a header.
   ASSERT_EQ(::truncate(path.c_str(), 10), 0);
   EXPECT_EQ(Channel::Open(root.options(), "c").status().code(),
