@@ -140,6 +140,13 @@ int RunReplayCommand(const ParsedArgs& args, std::ostream& out,
   options.loop = args.Flag("loop");
   options.restamp = args.Flag("restamp");
   options.start_paused = args.Flag("paused");
+  if (options.start_paused && ::isatty(STDIN_FILENO) != 1) {
+    // Nothing could ever unpause it: the keys are read from a terminal.
+    err << cmd << ": --paused needs stdin to be a terminal (Space plays, s "
+                  "steps); stdin is not one here, so the replay would never "
+                  "start\n";
+    return kExitUsage;
+  }
 
   // The stop handler comes after the setup: it only sets a flag that the
   // run polls, so a SIGTERM or Ctrl-C during the setup (reading a large log,

@@ -376,6 +376,14 @@ TEST(LogCommands, ReplayRefusesRatesOutsideItsRangeAndSaysTheRange) {
   EXPECT_THAT(o.err, HasSubstr("--rate x is not a number"));
 }
 
+// --paused with no terminal to read the keys from would wait for ever:
+// refused (a test's stdin is not a terminal).
+TEST(LogCommands, ReplayPausedWithoutATerminalIsRefused) {
+  const Outcome o = RunTether({"replay", "/nonexistent.mcap", "--paused"});
+  EXPECT_EQ(o.code, 2) << o.err;
+  EXPECT_THAT(o.err, HasSubstr("--paused needs stdin to be a terminal"));
+}
+
 // A replay of a cut log (a killed recorder's, a truncated copy) says that
 // it is cut short and how to recover it, even with --quiet; a whole log's
 // does not.
