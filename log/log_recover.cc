@@ -131,6 +131,7 @@ absl::StatusOr<RecoverReport> RecoverLog(const std::string& in,
          absl::StrCat(bad_gaps, " loss records on ", kGapChannel,
                       " do not decode as LogGap; they are left out")});
   }
+  report.orphans = orphans;
   if (orphans > 0) {
     report.problems.push_back(
         {0, absl::StrCat(orphans, " messages name a channel whose record was "

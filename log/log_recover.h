@@ -24,6 +24,9 @@ struct RecoverReport {
   uint64_t messages = 0;
   uint64_t channels = 0;
   uint64_t chunks_read = 0;
+  // Messages read intact but left out: their channel's record was lost
+  // (they cannot be decoded or replayed without it).
+  uint64_t orphans = 0;
   // Damage found in IN (each with its offset).
   std::vector<McapProblem> problems;
   bool input_was_complete = false;  // IN had an intact summary already

@@ -247,6 +247,15 @@ int RunRecover(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
       "recovered %u messages on %u channels from %u chunks into %s%s\n",
       r->messages, r->channels, r->chunks_read, args.Positional("out"),
       r->input_was_complete ? " (the input was already complete)" : "");
+  if (r->orphans > 0) {
+    // Intact messages that the written log cannot hold: not a recovery.
+    err << "tether log recover: " << r->orphans
+        << " intact messages were left out because their channel records "
+           "are damaged; "
+        << args.Positional("out")
+        << " does not hold them (keep the input: it still does)\n";
+    return kExitFailure;
+  }
   return kExitOk;
 }
 

@@ -9,7 +9,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <fstream>
 #include <thread>
 #include <vector>
@@ -151,6 +153,32 @@ TEST_F(RecoverTest, AKilledLoggersFileIsReadableAndRecoversComplete) {
     if (m.name == kSummaryMetadata) said = m.metadata.count("recovered_from") > 0;
   }
   EXPECT_TRUE(said);
+  EXPECT_EQ(report->orphans, 0u);
+
+  // The same file with its channel record's length damaged: the messages
+  // are intact but cannot be kept without it, and the report counts them
+  // (the CLI then fails instead of calling it recovered).
+  std::ifstream copy_in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(copy_in)),
+                          std::istreambuf_iterator<char>());
+  size_t at = 8;  // past the magic: opcode, u64 length, body
+  bool flipped = false;
+  while (at + 9 <= bytes.size()) {
+    uint64_t len = 0;
+    std::memcpy(&len, bytes.data() + at + 1, 8);
+    if (bytes[at] == 0x04) {  // Channel
+      bytes[at + 1] ^= 1;
+      flipped = true;
+      break;
+    }
+    at += 9 + len;
+  }
+  ASSERT_TRUE(flipped) << "no channel record";
+  const std::string damaged = TempFile("channel-record-damaged.mcap");
+  std::ofstream(damaged, std::ios::binary).write(bytes.data(), bytes.size());
+  auto orphaned = RecoverLog(damaged, TempFile("orphaned.mcap"), wo);
+  ASSERT_TRUE(orphaned.ok()) << orphaned.status();
+  EXPECT_GE(orphaned->orphans, killed.size());
 }
 
 TEST_F(RecoverTest, ACorruptChunkLosesOnlyItsMessagesAndIsNamed) {
