@@ -5,6 +5,8 @@
 #include "net/bridge.h"
 
 #include <net/if.h>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -128,6 +130,35 @@ absl::Status CheckInterface(const std::string& interface) {
       there.empty() ? std::string("none") : absl::StrJoin(there, ", "),
       "): name one that `ip link` lists in the bridge config's "
       "\"interface\" (default \"lo\")"));
+}
+
+absl::Status CheckPeers(const std::vector<std::string>& peers) {
+  for (size_t i = 0; i < peers.size(); ++i) {
+    std::string host = peers[i];
+    // host:port (one colon; more would be an IPv6 address).
+    if (const size_t colon = host.find(':');
+        colon != std::string::npos && host.find(':', colon + 1) == std::string::npos) {
+      host = host.substr(0, colon);
+    }
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_DGRAM;
+    // Digits and dots only: meant as an IPv4 address, never a name to ask
+    // DNS about (10.0.0.300 would wait on the resolver to fail).
+    if (host.find_first_not_of("0123456789.") == std::string::npos) {
+      hints.ai_flags = AI_NUMERICHOST;
+    }
+    addrinfo* found = nullptr;
+    const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
+    if (found != nullptr) ::freeaddrinfo(found);
+    if (rc != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "peers[", i, "] \"", peers[i], "\" is not an address and does not "
+          "resolve (", ::gai_strerror(rc), "): give the peer host's IP "
+          "address, or a name this host resolves (getent hosts NAME)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Bridge::Impl::Setup() {

@@ -90,6 +90,13 @@ std::string StatusChannelName(const std::string& name);
 // call it. Setup.
 absl::Status CheckInterface(const std::string& interface);
 
+// OK if every peer ("host" or "host:port") is an address or a name that
+// resolves now; else FailedPrecondition naming the first that does not
+// (peers[i], what the resolver said). --check fails on it; a run only
+// warns (a name may resolve once the network is up). Setup; may block on
+// the resolver (DNS).
+absl::Status CheckPeers(const std::vector<std::string>& peers);
+
 class Bridge {
  public:
   // Joins the DDS domain on the one configured interface (FailedPrecondition

@@ -122,6 +122,10 @@ int Check(const tether::net::BridgeOptions& options,
     std::cerr << "tether net-bridge: " << s.message() << "\n";
     code = kExitFailure;
   }
+  if (absl::Status s = tether::net::CheckPeers(options.dds.peers); !s.ok()) {
+    std::cerr << "tether net-bridge: " << s.message() << "\n";
+    code = kExitFailure;
+  }
   for (const std::string& name : out) {
     tether::transport::SchemaRegistry schemas;
     absl::StatusOr<std::unique_ptr<tether::transport::ChannelSet>> set =
@@ -216,6 +220,10 @@ int main(int argc, char** argv) {
   if (!root.empty()) channels.root = root;
   if (!instance.empty()) channels.instance = instance;
   if (check) return Check(*options, channels);
+  if (absl::Status s = tether::net::CheckPeers(options->dds.peers); !s.ok()) {
+    std::cerr << "tether net-bridge: warning: " << s.message()
+              << "; DDS will not reach that peer until it does\n";
+  }
   if (std::getenv("CYCLONEDDS_URI") != nullptr) {
     std::cerr << "tether net-bridge: CYCLONEDDS_URI is ignored; the bridge "
                  "config's domain, interface and peers decide\n";

@@ -85,6 +85,23 @@ TEST_F(NetBridgeCheckTest, AnInterfaceThatDoesNotExistFailsTheCheck) {
   EXPECT_THAT(o.output, HasSubstr("lo"));
 }
 
+// A peer that is no address (and, digits only, no name either) fails the
+// check, naming it; an address with a port passes.
+TEST_F(NetBridgeCheckTest, APeerThatIsNoAddressFailsTheCheck) {
+  const std::string bad = Config(
+      R"({"name": "t1", "peers": ["127.0.0.1:7410", "10.0.0.300"],
+          "channels": [{"name": "/robot/cmd", "direction": "in"}]})");
+  Outcome o = Run("--config " + bad + " --check");
+  EXPECT_EQ(o.code, 1) << o.output;
+  EXPECT_THAT(o.output, HasSubstr("peers[1] \"10.0.0.300\" is not an address "
+                                  "and does not resolve"));
+  const std::string good = Config(
+      R"({"name": "t1", "peers": ["127.0.0.1:7410", "127.0.0.2"],
+          "channels": [{"name": "/robot/cmd", "direction": "in"}]})");
+  o = Run("--config " + good + " --check");
+  EXPECT_EQ(o.code, 0) << o.output;
+}
+
 TEST_F(NetBridgeCheckTest, AnOutChannelNotThereYetIsNotedButPasses) {
   const std::string config = Config(
       R"({"name": "t1", "channels": [
