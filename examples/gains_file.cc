@@ -10,6 +10,7 @@
 #include "capnp/compat/json.h"
 #include "capnp/message.h"
 #include "kj/exception.h"
+#include "transport/json_text.h"
 
 namespace tether::examples {
 namespace {
@@ -39,8 +40,7 @@ absl::StatusOr<ControllerGains> ParseControllerGains(
   capnp::MallocMessageBuilder message;
   capnp::JsonValue::Builder root = message.initRoot<capnp::JsonValue>();
   try {
-    capnp::JsonCodec codec;
-    codec.decodeRaw(kj::arrayPtr(json.data(), json.size()), root);
+    transport::DecodeRawJson(json, root);
   } catch (const kj::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(
         origin, ": not valid JSON: ", e.getDescription().cStr()));

@@ -14,6 +14,7 @@
 #include "kj/exception.h"
 #include "ros_bridge/bridge_config.capnp.h"
 #include "transport/strict_json.h"
+#include "transport/json_text.h"
 
 namespace tether::ros_bridge {
 namespace {
@@ -59,8 +60,7 @@ bool HasTopLevelMember(const std::string& json, const char* name) {
   capnp::MallocMessageBuilder message;
   capnp::JsonValue::Builder value = message.initRoot<capnp::JsonValue>();
   try {
-    capnp::JsonCodec().decodeRaw(
-        kj::ArrayPtr<const char>(json.data(), json.size()), value);
+    transport::DecodeRawJson(json, value);
   } catch (const kj::Exception&) {
     return false;
   }

@@ -20,6 +20,7 @@
 #include "transport/json_check.h"
 #include "transport/json_locator.h"
 #include "transport/text_hints.h"
+#include "transport/json_text.h"
 
 namespace tether::transport {
 namespace {
@@ -288,7 +289,7 @@ class StackConfigLoader {
     JsonValue::Builder json = json_message.initRoot<JsonValue>();
     capnp::JsonCodec codec;
     try {
-      codec.decodeRaw(kj::ArrayPtr<const char>(text.data(), text.size()), json);
+      DecodeRawJson(text, json);
     } catch (const kj::Exception& e) {
       Error(index, "",
             absl::StrCat("malformed JSON: ", e.getDescription().cStr()),

@@ -14,6 +14,7 @@
 #include "transport/framing.h"
 #include "transport/json_check.h"
 #include "transport/json_locator.h"
+#include "transport/json_text.h"
 
 namespace tether::transport {
 
@@ -166,7 +167,7 @@ absl::StatusOr<std::vector<uint64_t>> JsonToMessage(capnp::StructSchema type,
     capnp::JsonCodec codec;
     capnp::MallocMessageBuilder raw_message;
     capnp::JsonValue::Builder raw = raw_message.initRoot<capnp::JsonValue>();
-    codec.decodeRaw(kj::ArrayPtr<const char>(json.data(), json.size()), raw);
+    DecodeRawJson(json, raw);
     // Then every field against the schema, in the user's words: a typo in a
     // field name must not publish defaults silently.
     std::vector<std::string> problems;

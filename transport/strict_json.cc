@@ -9,6 +9,7 @@
 #include "kj/exception.h"
 #include "transport/json_check.h"
 #include "transport/json_locator.h"
+#include "transport/json_text.h"
 
 namespace tether::transport {
 namespace {
@@ -41,7 +42,7 @@ absl::Status DecodeStrictJson(std::string_view text, const std::string& origin,
   capnp::MallocMessageBuilder json_message;
   capnp::JsonValue::Builder json = json_message.initRoot<capnp::JsonValue>();
   try {
-    codec.decodeRaw(kj::ArrayPtr<const char>(text.data(), text.size()), json);
+    DecodeRawJson(text, json);
   } catch (const kj::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(
         origin, ": malformed JSON: ", e.getDescription().cStr()));
