@@ -19,6 +19,8 @@ namespace {
 using internal::MonotonicNow;
 using internal::RealtimeNow;
 
+constexpr int64_t kStopCheckNs = 50'000'000;
+
 void SleepUntil(int64_t monotonic_ns) {
   timespec ts;
   ts.tv_sec = monotonic_ns / 1'000'000'000;
@@ -269,7 +271,12 @@ void Logger::Impl::DrainLoop() {
       late_drains.fetch_add(1, std::memory_order_relaxed);
       next = now;
     }
-    SleepUntil(next);
+    // In steps of at most 50 ms, so a Stop() is not kept waiting for a
+    // long --period (record --duration ended up to a period late).
+    for (int64_t t = MonotonicNow(); t < next && !stop.load();
+         t = MonotonicNow()) {
+      SleepUntil(std::min(next, t + kStopCheckNs));
+    }
   }
   std::lock_guard lock(queue_mu);
   drain_done = true;

@@ -4,9 +4,11 @@
 // splitting, and no sleeping on wake words.
 #include "log/logger.h"
 
+#include <chrono>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -123,6 +125,28 @@ TEST_F(LoggerTest, RecordsEveryMessageOfEveryShapeWithItsContext) {
   auto gaps = (*reader)->Gaps();
   ASSERT_TRUE(gaps.ok());
   EXPECT_TRUE(gaps->empty());
+}
+
+// A long drain period does not hold Stop() up for a period: it drains once
+// more and returns, with what was sent meanwhile (a bound of a tenth of the
+// period, generous for a loaded machine: it waited the whole minute).
+TEST_F(LoggerTest, StopDoesNotWaitOutALongPeriodAndDrainsOnceMore) {
+  auto channel = MakeChannel(root_.options(), schemas_, "/slow", kSampleType);
+  LoggerOptions o = Options("long-period.mcap");
+  o.period = std::chrono::seconds(60);
+  auto logger = Logger::Start(o);
+  ASSERT_TRUE(logger.ok()) << logger.status();
+  ASSERT_TRUE(WaitFor([&] { return (*logger)->stats().channels.size() == 1u; }));
+  auto pub = transport::RawPublisher::Create(channel.get());
+  ASSERT_TRUE(pub.ok());
+  PublishBytes(**pub, SampleMessage(1));
+  // Let the drain thread reach its sleep after the first drain (were it not
+  // there yet, Stop would not wait anyway).
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto begin = std::chrono::steady_clock::now();
+  ASSERT_TRUE((*logger)->Stop().ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(6));
+  EXPECT_EQ((*logger)->stats().messages, 1u);
 }
 
 TEST_F(LoggerTest, PicksUpChannelsThatAppearWhileItRuns) {
