@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_join.h"
 #include "transport/text_hints.h"
 
@@ -98,23 +99,57 @@ void JsonSchemaChecker::CheckStruct(capnp::JsonValue::Reader value,
 void JsonSchemaChecker::CheckInteger(capnp::JsonValue::Reader value,
                                    const std::string& path, double min,
                                    double max, bool allow_string) {
+  // Exact bounds for the message: a double prints 2^63 - 1 as 2^63.
+  const auto range = [&] {
+    if (max == 9223372036854775807.0) {
+      return std::string("-9223372036854775808..9223372036854775807");
+    }
+    if (max == 18446744073709551615.0) return std::string("0..18446744073709551615");
+    std::ostringstream r;
+    r.precision(20);
+    r << min << ".." << max;
+    return r.str();
+  };
+  const auto out_of_range = [&] {
+    error_(path, absl::StrCat(Kind(value), " is out of range; use ", range()));
+  };
   double number = 0;
   if (value.which() == capnp::JsonValue::NUMBER) {
     number = value.getNumber();
+    // A JSON number is a double: from 2^53 on it need not be the integer
+    // written (9007199254740993 reads as ...992), which would be sent
+    // without a word. 64-bit fields take such values as strings.
+    if (allow_string && std::isfinite(number) &&
+        std::fabs(number) >= 9007199254740992.0) {
+      error_(path, absl::StrCat(
+                       Kind(value),
+                       " is at or beyond 2^53, where a JSON number (a double) "
+                       "no longer holds every integer; write it as a string "
+                       "(\"12345678901234567890\"), which is read exactly"));
+      return;
+    }
   } else if (allow_string && value.which() == capnp::JsonValue::STRING) {
     // 64-bit integers may be strings (JSON numbers are doubles).
     int64_t s = 0;
     uint64_t u = 0;
     const absl::string_view text = View(value.getString());
+    // Checked exactly, as integers (a double would round them).
     if (absl::SimpleAtoi(text, &s)) {
-      number = static_cast<double>(s);
-    } else if (absl::SimpleAtoi(text, &u)) {
-      number = static_cast<double>(u);
-    } else {
-      error_(path,
-            absl::StrCat("expected a whole number, got ", Kind(value)));
+      if (min == 0 && s < 0) out_of_range();  // a UInt64
       return;
     }
+    if (absl::SimpleAtoi(text, &u)) {
+      if (max < 18446744073709551615.0) out_of_range();  // an Int64
+      return;
+    }
+    absl::string_view digits = text;
+    absl::ConsumePrefix(&digits, "-");
+    if (!digits.empty() &&
+        digits.find_first_not_of("0123456789") == absl::string_view::npos) {
+      return out_of_range();  // a whole number beyond 64 bits
+    }
+    error_(path, absl::StrCat("expected a whole number, got ", Kind(value)));
+    return;
   } else {
     error_(path,
           absl::StrCat("expected a whole number, got ", Kind(value)));
@@ -125,13 +160,7 @@ void JsonSchemaChecker::CheckInteger(capnp::JsonValue::Reader value,
           absl::StrCat("expected a whole number, got ", Kind(value)));
     return;
   }
-  if (number < min || number > max) {
-    std::ostringstream range;
-    range.precision(20);
-    range << min << ".." << max;
-    error_(path,
-          absl::StrCat(Kind(value), " is out of range; use ", range.str()));
-  }
+  if (number < min || number > max) out_of_range();
 }
 
 void JsonSchemaChecker::CheckValue(capnp::JsonValue::Reader value,

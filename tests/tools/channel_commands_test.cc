@@ -232,7 +232,8 @@ TEST_F(ChannelCommandsTest, PubPublishesJsonThatEchoReadsBack) {
   PubOptions p;
   p.channels = root_.options();
   p.channel = "/robot/scalars";
-  p.json = R"({"i64": "42", "f64": 1.5, "flag": true})";
+  // As a string, a 64-bit value beyond 2^53 arrives exactly.
+  p.json = R"({"i64": "9007199254740993", "f64": 1.5, "flag": true})";
   p.count = 2;
   std::ostringstream out, err;
   ASSERT_EQ(RunPub(p, out, err), kExitOk) << err.str();
@@ -242,11 +243,11 @@ TEST_F(ChannelCommandsTest, PubPublishesJsonThatEchoReadsBack) {
   ASSERT_TRUE(sub.ok());
   transport::Message<Scalars> m;
   ASSERT_EQ((*sub)->Next(&m), transport::ReceiveStatus::kOk);
-  EXPECT_EQ(m.root.getI64(), 42);
+  EXPECT_EQ(m.root.getI64(), 9007199254740993);
   EXPECT_EQ(m.root.getF64(), 1.5);
   EXPECT_TRUE(m.root.getFlag());
   ASSERT_EQ((*sub)->Next(&m), transport::ReceiveStatus::kOk);
-  EXPECT_EQ(m.root.getI64(), 42);
+  EXPECT_EQ(m.root.getI64(), 9007199254740993);
 }
 
 TEST_F(ChannelCommandsTest, PubRejectsBadJsonNamingTheProblem) {
@@ -263,6 +264,13 @@ TEST_F(ChannelCommandsTest, PubRejectsBadJsonNamingTheProblem) {
            {R"({"f64": 1e400})", "f64: the number is too large"},
            {R"({"i32": 1.5})", "i32: expected a whole number"},
            {R"({"u8": 300})", "u8: the number 300 is out of range; use 0..255"},
+           // A double cannot hold it exactly: it would be sent rounded.
+           {R"({"i64": 9007199254740993})", "at or beyond 2^53, where a JSON "
+                                            "number (a double) no longer"},
+           {R"({"i64": "9223372036854775808"})",
+            "i64: the string \"9223372036854775808\" is out of range; use "
+            "-9223372036854775808..9223372036854775807"},
+           {R"({"i64": "-99999999999999999999"})", "is out of range; use "},
        }) {
     p.json = json;
     std::ostringstream out, err;
