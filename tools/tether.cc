@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -52,6 +53,11 @@ ArgParser DoctorParser() {
       "and stores the verdict for this boot; loops then choose their\n"
       "deadline mode from it.\n"
       "Exits 1 if any check FAILs, else 0.");
+  parser.AddOption("root", "DIR",
+                   "the channels' root whose filesystem and instance folders "
+                   "are checked (default: $TETHER_ROOT if set, else "
+                   "/dev/shm/tether)",
+                   "");
   parser.AddFlag("json", "print the report as one JSON object");
   parser.AddFlag("rt-probe",
                  "run the real-time deadline probe (needs SCHED_FIFO) and "
@@ -60,7 +66,23 @@ ArgParser DoctorParser() {
 }
 
 int RunDoctor(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
-  const DoctorOptions options;  // The real /proc, /sys and /dev/shm.
+  DoctorOptions options;  // The real /proc, /sys and /dev/shm.
+  // The root the stack's tools use (--root, else $TETHER_ROOT): its
+  // filesystem (the nearest folder of it that exists) and its instances.
+  std::string root = args.HasOption("root") ? args.Option("root") : "";
+  if (root.empty() && ::getenv("TETHER_ROOT") != nullptr) {
+    root = ::getenv("TETHER_ROOT");
+  }
+  if (!root.empty() && root != options.tether_root) {
+    options.tether_root = root;
+    std::error_code ec;
+    std::filesystem::path fs_path = root;
+    while (!fs_path.empty() && !std::filesystem::is_directory(fs_path, ec) &&
+           fs_path != fs_path.parent_path()) {
+      fs_path = fs_path.parent_path();
+    }
+    options.shm_path = fs_path.empty() ? "/" : fs_path.string();
+  }
   DoctorInputs inputs = GatherDoctorInputs(options);
   std::vector<CheckResult> results = RunDoctorChecks(inputs);
   if (args.Flag("rt-probe")) {

@@ -111,5 +111,14 @@ TEST(TetherBinary, DoctorTextReportEndsWithTheCounts) {
   EXPECT_THAT(o.out, ::testing::EndsWith(" 0 FAIL\n"));
 }
 
+// --root (or $TETHER_ROOT) points the filesystem and instance checks at
+// that root: here one that does not exist yet, under the test's own folder.
+TEST(TetherBinary, DoctorChecksTheRootItIsGiven) {
+  const std::string tmp = std::getenv("TEST_TMPDIR");
+  const Outcome o = RunTether({"doctor", "--root", tmp + "/no/root/yet"});
+  EXPECT_THAT(o.out, HasSubstr(tmp + " (channel files)")) << o.out << o.err;
+  EXPECT_THAT(o.out, ::testing::Not(HasSubstr("/dev/shm (channel files)")));
+}
+
 }  // namespace
 }  // namespace tether::tools
