@@ -43,6 +43,29 @@ absl::Status NoSpaceStatus(const std::string& name, const std::string& dir,
   return NoSpaceError(absl::StrCat("channel ", name, " needs"), dir, bytes);
 }
 
+absl::Status NoRoomForAFile(const std::string& name, const std::string& dir) {
+  // Space is checked before any file is made: a file that cannot be made
+  // at all is a filesystem out of inodes (tmpfs nr_inodes), or one that
+  // filled since.
+  struct statvfs fs;
+  if (::statvfs(dir.c_str(), &fs) == 0 && fs.f_files > 0 && fs.f_favail == 0) {
+    std::string grow = "allow it more files";
+    if (std::optional<MountFacts> m = MountOf(dir); m && m->fstype == "tmpfs") {
+      grow = absl::StrCat("mount -o remount,nr_inodes=", 4 * fs.f_files, " ",
+                          m->point);
+    }
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cannot create channel ", name, " in ", dir,
+        ": its filesystem has no free inodes (all ", fs.f_files,
+        " files in use; see `df -i ", dir, "`): remove old instances "
+        "(tether clean), or ", grow));
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "cannot create channel ", name, " in ", dir,
+      ": no space left on its filesystem (see `df -h ", dir, "` and `df -i ",
+      dir, "`): remove old instances (tether clean), or give it more room"));
+}
+
 std::string Escape(std::string_view name) {
   std::string out;
   for (char c : name) {
@@ -285,7 +308,9 @@ absl::StatusOr<BuiltFile> BuildFile(
                                                       " (create it in ", dir, ")"),
                                     "write");
     }
-    return ErrnoStatus(errno, absl::StrCat("cannot create channel ", b.tmp));
+    const int err = errno;
+    if (err == ENOSPC) return NoRoomForAFile(name, dir);
+    return ErrnoStatus(err, absl::StrCat("cannot create channel ", b.tmp));
   }
   auto fail = [&](absl::Status s) -> absl::StatusOr<BuiltFile> {
     ::close(b.fd);

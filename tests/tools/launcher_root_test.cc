@@ -347,6 +347,31 @@ TEST(LauncherAsRoot, StackThatFitsOnlyWithoutTheStatusChannelIsRefused) {
       << "left behind in " << small.path() << " after: " << message;
 }
 
+// A filesystem out of inodes (not of space) is named as such, with the
+// command that shows it and the mount option that fixes it.
+TEST(LauncherAsRoot, AFilesystemOutOfInodesSaysSoAndNotFull) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount a tmpfs";
+  ScopedTmpfs few(8 << 20, "nr_inodes=4");
+  if (!few.ok()) GTEST_SKIP() << "cannot mount a tmpfs here (" << few.error() << ")";
+  shm::ChannelOptions where;
+  where.root = few.path();
+  where.instance = "i";
+  const std::string stack = testing::WithDemoSchema(StackJson(
+      {R"({"name": "/a", "type": "examples/demo.capnp:ImuSample", "maxSize": 256, "queueDepth": 8})",
+       R"({"name": "/b", "type": "examples/demo.capnp:ImuSample", "maxSize": 256, "queueDepth": 8})",
+       R"({"name": "/c", "type": "examples/demo.capnp:ImuSample", "maxSize": 256, "queueDepth": 8})"},
+      {ShellNode("n", "exit 0")}));
+  std::ostringstream out, err;
+  auto launcher = Launcher::Create(OptionsFor(stack, where), nullptr, out, err);
+  ASSERT_FALSE(launcher.ok()) << "four inodes held a stack of three channels";
+  EXPECT_TRUE(absl::IsResourceExhausted(launcher.status())) << launcher.status();
+  const std::string message(launcher.status().message());
+  EXPECT_THAT(message, HasSubstr("has no free inodes")) << message;
+  EXPECT_THAT(message, HasSubstr("df -i " + few.path())) << message;
+  EXPECT_THAT(message, HasSubstr("nr_inodes=")) << message;
+  EXPECT_THAT(message, Not(HasSubstr("is /dev/shm full"))) << message;
+}
+
 // Another user who made the instance folder, or a channel file, before
 // the launch could write every channel of the stack: root's launcher
 // refuses to adopt them, naming the owner and the remedy, and starts no

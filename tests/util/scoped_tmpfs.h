@@ -24,14 +24,16 @@ namespace tether::testing {
 // base pages), unmounted and removed in the destructor.
 class ScopedTmpfs {
  public:
-  explicit ScopedTmpfs(uint64_t bytes) {
+  // `more`: further mount options, e.g. "nr_inodes=4".
+  explicit ScopedTmpfs(uint64_t bytes, const std::string& more = "") {
     char dir[] = "/dev/shm/tether-tmpfs-XXXXXX";
     if (::mkdtemp(dir) == nullptr) {
       error_ = std::string("mkdtemp: ") + std::strerror(errno);
       return;
     }
     path_ = dir;
-    const std::string size = "size=" + std::to_string(bytes);
+    const std::string size =
+        "size=" + std::to_string(bytes) + (more.empty() ? "" : "," + more);
     if (::mount("tmpfs", dir, "tmpfs", 0, (size + ",huge=never").c_str()) ==
             0 ||
         ::mount("tmpfs", dir, "tmpfs", 0, size.c_str()) == 0) {
