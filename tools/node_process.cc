@@ -45,6 +45,34 @@ using internal::ChildArgs;
 using internal::ChildReport;
 using internal::ChildStage;
 
+// The first folder above `path` that `user` may not enter (by its mode
+// bits: owner, group and supplementary groups, others; root enters all), or
+// "" when every one may be. Parent side, after the child failed.
+std::string FolderUserCannotEnter(const std::string& path,
+                                  const UserAccount& user) {
+  if (user.uid == 0) return "";
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  std::vector<std::filesystem::path> chain;
+  for (; !dir.empty() && dir != dir.parent_path(); dir = dir.parent_path()) {
+    chain.push_back(dir);
+  }
+  chain.push_back("/");
+  for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+    struct stat st;
+    if (::stat(it->c_str(), &st) != 0) continue;
+    mode_t bit = S_IXOTH;
+    if (st.st_uid == user.uid) {
+      bit = S_IXUSR;
+    } else if (st.st_gid == user.gid ||
+               std::find(user.groups.begin(), user.groups.end(), st.st_gid) !=
+                   user.groups.end()) {
+      bit = S_IXGRP;
+    }
+    if ((st.st_mode & bit) == 0) return it->string();
+  }
+  return "";
+}
+
 std::string UserSwitchHelp(const NodeProcessSpec& spec) {
   return absl::StrCat(
       ". Running node ", spec.name, " as user ", spec.user->name,
@@ -89,6 +117,13 @@ absl::Status ChildFailure(const NodeProcessSpec& spec, const ChildReport& r) {
       std::string hint;
       if (r.error == ENOENT) {
         hint = "; for a script, check that its #! interpreter exists";
+      } else if (r.error == EACCES && spec.user &&
+                 !FolderUserCannotEnter(spec.path, *spec.user).empty()) {
+        const std::string folder = FolderUserCannotEnter(spec.path, *spec.user);
+        hint = absl::StrCat(
+            "; user ", spec.user->name, " may not enter the folder ", folder,
+            " above it (the node runs as that user): let them in (chmod o+x ",
+            folder, "), or install the program where they can reach it");
       } else if (r.error == EACCES) {
         hint = absl::StrCat(
             "; make it executable (chmod +x ", spec.path, ")",

@@ -106,6 +106,35 @@ TEST(LauncherAsRoot, RunsANodeAsTheConfiguredUser) {
       << err;
 }
 
+// A program the node's user cannot reach (a folder above it is closed to
+// them, as /root is) is explained as that, not as a file to chmod +x.
+TEST(LauncherAsRoot, AProgramBehindAFolderTheUserCannotEnterSaysWhichFolder) {
+  const std::optional<UserAccount> nobody = Nobody();
+  if (!nobody) GTEST_SKIP() << "needs root and a user named nobody";
+  // Under /tmp, which everyone may enter (the test's own folder may be
+  // under /root, itself closed to nobody).
+  char top[] = "/tmp/tether-closed-XXXXXX";
+  ASSERT_NE(::mkdtemp(top), nullptr);
+  ASSERT_EQ(::chmod(top, 0755), 0);
+  struct RemoveAll {
+    std::string path;
+    ~RemoveAll() { std::filesystem::remove_all(path); }
+  } cleanup{top};
+  const std::string dir = std::string(top) + "/closed";
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  const std::string program = dir + "/prog";
+  std::filesystem::copy_file("/bin/true", program);
+  ASSERT_EQ(::chmod(program.c_str(), 0755), 0);
+  std::string err;
+  const std::string out = RunToEnd(
+      StackJson({}, {"{\"name\": \"locked\", \"command\": \"" + program +
+                     "\", \"user\": \"nobody\"}"}),
+      &err);
+  EXPECT_THAT(out + err, HasSubstr("user nobody may not enter the folder " + dir))
+      << out << err;
+  EXPECT_THAT(out + err, Not(HasSubstr("chmod +x"))) << out << err;
+}
+
 TEST(LauncherAsRoot, AppliesRealtimePolicyPriorityAndCpus) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root";
   // Can this machine give SCHED_FIFO at all (a container may not)? A high
