@@ -67,6 +67,7 @@ absl::StatusOr<LogInfo> ComputeLogInfo(const std::string& path,
   };
   std::map<uint16_t, Acc> acc;
   std::map<std::string, uint64_t> missed;
+  std::map<std::string, int64_t> stopped_corrupt;
   int64_t first_realtime = 0;
   {
     // One pass in file order (no reordering needed for totals).
@@ -83,6 +84,12 @@ absl::StatusOr<LogInfo> ComputeLogInfo(const std::string& path,
       if (gap != nullptr && v.message.channel_id == gap->id) {
         if (auto g = DecodeGap(v.message.data); g.ok()) {
           missed[g->channel] += g->missed;
+          if (g->reason == GapRecord::Reason::kCorruptChannel) {
+            int64_t& at = stopped_corrupt[g->channel];
+            if (at == 0 || g->detected_monotonic_ns < at) {
+              at = std::max<int64_t>(1, g->detected_monotonic_ns);
+            }
+          }
         }
         continue;
       }
@@ -111,6 +118,7 @@ absl::StatusOr<LogInfo> ComputeLogInfo(const std::string& path,
     row.messages = a.messages;
     row.bytes = a.bytes;
     row.missed = missed[c.name];
+    row.stopped_corrupt_ns = stopped_corrupt[c.name];
     if (a.messages > 1 && a.last > a.first) {
       row.rate_hz = (a.messages - 1) / ((a.last - a.first) / 1e9);
     }
@@ -177,10 +185,16 @@ std::string FormatLogInfo(const LogInfo& info) {
                         "CHANNEL", tw, "TYPE", "MESSAGES", "RATE HZ", "BYTES",
                         "MISSED");
   for (const ChannelInfoRow& r : info.channels) {
+    std::string notes = r.replayable ? "" : "  (not replayable)";
+    if (r.stopped_corrupt_ns != 0) {
+      absl::StrAppendFormat(
+          &notes, "  (recording stopped at +%.3f s: its shared memory was "
+                  "corrupt)",
+          (r.stopped_corrupt_ns - info.start_ns) / 1e9);
+    }
     absl::StrAppendFormat(&out, "%-*s  %-*s  %10u  %9.1f  %10s  %8u%s\n", w,
                           r.name, tw, r.type, r.messages, r.rate_hz,
-                          Bytes(r.bytes), r.missed,
-                          r.replayable ? "" : "  (not replayable)");
+                          Bytes(r.bytes), r.missed, notes);
   }
   if (!info.problems.empty()) {
     absl::StrAppendFormat(&out, "\n%u problems (`tether log check` for all; "
@@ -211,9 +225,11 @@ std::string FormatLogInfoJson(const LogInfo& info) {
     absl::StrAppendFormat(
         &out,
         "%s{\"name\":%s,\"type\":%s,\"messages\":%u,\"rate_hz\":%.6g,"
-        "\"bytes\":%u,\"missed\":%u,\"replayable\":%s}",
+        "\"bytes\":%u,\"missed\":%u,\"replayable\":%s,"
+        "\"stopped_corrupt_monotonic_ns\":%d}",
         i == 0 ? "" : ",", Quote(r.name), Quote(r.type), r.messages, r.rate_hz,
-        r.bytes, r.missed, r.replayable ? "true" : "false");
+        r.bytes, r.missed, r.replayable ? "true" : "false",
+        r.stopped_corrupt_ns);
   }
   out += "],\"problems\":[";
   for (size_t i = 0; i < info.problems.size(); ++i) {

@@ -4,6 +4,9 @@
 // splitting, and no sleeping on wake words.
 #include "log/logger.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <map>
 #include <set>
@@ -13,6 +16,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "log/log_info.h"
 #include "log/log_reader.h"
 #include "tests/log/log_test_util.h"
 #include "tests/shm/shm_test_util.h"
@@ -147,6 +151,47 @@ TEST_F(LoggerTest, StopDoesNotWaitOutALongPeriodAndDrainsOnceMore) {
   ASSERT_TRUE((*logger)->Stop().ok());
   EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(6));
   EXPECT_EQ((*logger)->stats().messages, 1u);
+}
+
+// A channel whose shared memory is overwritten while recorded stops being
+// recorded, with a loss record saying why: `log info` shows it on the
+// channel's row, with when (it showed the messages and MISSED 0 only).
+TEST_F(LoggerTest, AChannelStoppedForCorruptionIsShownByLogInfo) {
+  auto channel = MakeChannel(root_.options(), schemas_, "/doomed", kSampleType);
+  const std::string path = TempFile("stopped-corrupt.mcap");
+  LoggerOptions o = Options("stopped-corrupt.mcap");
+  auto logger = Logger::Start(o);
+  ASSERT_TRUE(logger.ok()) << logger.status();
+  auto pub = transport::RawPublisher::Create(channel.get());
+  ASSERT_TRUE(pub.ok());
+  for (int i = 0; i < 5; ++i) PublishBytes(**pub, SampleMessage(i));
+  ASSERT_TRUE(WaitFor([&] { return (*logger)->stats().messages == 5u; }));
+  {
+    // The header's tail beyond any queue index: what `dd` of 0xff does.
+    const int fd = ::open(channel->path().c_str(), O_WRONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    const std::vector<char> ones(256, '\xff');
+    ASSERT_EQ(::pwrite(fd, ones.data(), ones.size(), 0), 256);
+    ::close(fd);
+  }
+  ASSERT_TRUE(WaitFor([&] {
+    for (const std::string& n : (*logger)->TakeNotices()) {
+      if (n.find("corrupt") != std::string::npos) return true;
+    }
+    return false;
+  }));
+  ASSERT_TRUE((*logger)->Stop().ok());
+  auto info = ComputeLogInfo(path, {});
+  ASSERT_TRUE(info.ok()) << info.status();
+  const ChannelInfoRow* row = nullptr;
+  for (const ChannelInfoRow& r : info->channels) {
+    if (r.name == "/doomed") row = &r;
+  }
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(row->messages, 5u);
+  EXPECT_NE(row->stopped_corrupt_ns, 0);
+  EXPECT_THAT(FormatLogInfo(*info),
+              HasSubstr("(recording stopped at +"));
 }
 
 TEST_F(LoggerTest, PicksUpChannelsThatAppearWhileItRuns) {
