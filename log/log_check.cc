@@ -61,6 +61,7 @@ absl::StatusOr<CheckReport> CheckLog(const std::string& path) {
   std::map<uint16_t, uint64_t> per_channel;
   uint64_t messages = 0, no_context = 0, metadata = 0, top_level = 0;
   uint64_t min_time = 0, max_time = 0, no_crc = 0, gap_messages = 0;
+  uint64_t unreadable_chunks = 0;  // chunks whose records could not be read
   std::optional<uint16_t> gap_channel;
   std::vector<std::byte> records;
 
@@ -219,6 +220,7 @@ absl::StatusOr<CheckReport> CheckLog(const std::string& path) {
         case mcap::Opcode::kChunk: {
           absl::StatusOr<mcap::Chunk> chunk = mcap::ParseChunk(rec.content);
           if (!chunk.ok()) {
+            ++unreadable_chunks;
             scanner.Reject(rec,
                            absl::StrCat(chunk.status().message(),
                                         "; skipping to the next intact chunk"),
@@ -234,6 +236,7 @@ absl::StatusOr<CheckReport> CheckLog(const std::string& path) {
           fc.header.records = {};
           if (chunk->uncompressed_crc == 0) ++no_crc;
           if (absl::Status s = DecompressChunk(*chunk, &records); !s.ok()) {
+            ++unreadable_chunks;
             report.problems.push_back(
                 {rec.offset, absl::StrCat(s.message(), "; its messages are lost")});
             break;
@@ -364,11 +367,21 @@ absl::StatusOr<CheckReport> CheckLog(const std::string& path) {
     }
   }
 
+  // What the message checks below could look at: with a chunk lost, "all
+  // messages" would claim what nobody read.
+  const uint64_t readable_chunks = static_cast<uint64_t>(std::count_if(
+      chunks.begin(), chunks.end(), [](const FoundChunk& c) { return c.intact; }));
+  const std::string of_readable =
+      unreadable_chunks == 0
+          ? std::string()
+          : absl::StrFormat(" (only the %u readable chunks of %u: the "
+                            "messages of the others are lost, see FAIL)",
+                            readable_chunks, readable_chunks + unreadable_chunks);
   {
     Section decoding(&report,
                      absl::StrFormat("messages: all %u of Cap'n Proto "
-                                     "channels decode with their schemas",
-                                     decode_checked));
+                                     "channels decode with their schemas%s",
+                                     decode_checked, of_readable));
     for (const auto& [id, u] : undecodable) {
       const mcap::Channel& c = channels.at(id);
       report.problems.push_back(
@@ -386,8 +399,8 @@ absl::StatusOr<CheckReport> CheckLog(const std::string& path) {
   {
     Section indexes(&report, absl::StrFormat(
                                  "message indexes: every message of every "
-                                 "chunk indexed, nothing else (%u chunks)",
-                                 chunks.size()));
+                                 "chunk indexed, nothing else (%u chunks)%s",
+                                 readable_chunks, of_readable));
     for (FoundChunk& fc : chunks) {
       if (!fc.intact) continue;
       for (auto& [channel, entries] : fc.computed) {
@@ -561,8 +574,9 @@ absl::StatusOr<CheckReport> CheckLog(const std::string& path) {
     }
     tether.set_passed(absl::StrFormat(
         "tether: %u channels described, context on %u of %u messages, %u "
-        "loss records decode",
-        described, messages - no_context, messages, gap_messages));
+        "loss records decode%s",
+        described, messages - no_context, messages, gap_messages,
+        of_readable));
   }
   if (top_level > 0) {
     report.notes.push_back(absl::StrCat(

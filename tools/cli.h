@@ -16,6 +16,8 @@ namespace tether::tools {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;  // The command ran and found a failure.
 inline constexpr int kExitUsage = 2;    // Bad command line.
+// Stopped by a signal before it finished its work (128 + SIGINT).
+inline constexpr int kExitInterrupted = 130;
 
 // One subcommand. A command is a row in the table main() passes to RunCli();
 // new commands add a row and touch nothing else.

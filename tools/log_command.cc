@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
@@ -124,9 +125,11 @@ int RunCat(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   if (!ParseStartEndOptions(args, cmd, &start, &end, err)) return kExitUsage;
   if (start) o.start_ns = r.start_ns() + static_cast<int64_t>(*start * 1e9);
   if (end) o.end_ns = r.start_ns() + static_cast<int64_t>(*end * 1e9);
-  uint64_t count = 0;
-  if (args.HasOption("count") && !ParseCountOption(args, cmd, "count", &count, err)) {
-    return kExitUsage;
+  std::optional<uint64_t> count;  // none: every message
+  if (args.HasOption("count")) {
+    uint64_t n = 0;
+    if (!ParseCountOption(args, cmd, "count", &n, err)) return kExitUsage;
+    count = n;
   }
   const bool json = args.Flag("json");
   o.force_scan = args.Flag("scan");
@@ -134,7 +137,7 @@ int RunCat(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   log::LogMessage m;
   uint64_t printed = 0;
   std::map<uint16_t, std::string> type_errors;
-  while ((count == 0 || printed < count) && cursor->Next(&m)) {
+  while ((!count || printed < *count) && cursor->Next(&m)) {
     std::string body;
     absl::StatusOr<capnp::StructSchema> type = r.MessageType(*m.channel);
     if (type.ok()) {
@@ -184,8 +187,13 @@ ArgParser CheckParser() {
               "what passed and every problem with its file offset. Exits 1\n"
               "if anything is wrong.");
   p.AddPositional("file", "the MCAP log");
+  p.AddFlag("all", "print every problem (default: the first 50, in file order)");
   return p;
 }
+
+// A badly damaged file has a problem per record: the first ones say where
+// the damage starts, the rest would bury them.
+constexpr size_t kShownProblems = 50;
 
 int RunCheck(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   absl::StatusOr<log::CheckReport> report = log::CheckLog(args.Positional("file"));
@@ -195,8 +203,15 @@ int RunCheck(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   }
   for (const std::string& p : report->passed) out << "OK    " << p << "\n";
   for (const std::string& n : report->notes) out << "NOTE  " << n << "\n";
-  for (const log::McapProblem& p : report->problems) {
-    out << "FAIL  " << p.ToString() << "\n";
+  const size_t shown = args.Flag("all")
+                           ? report->problems.size()
+                           : std::min(report->problems.size(), kShownProblems);
+  for (size_t i = 0; i < shown; ++i) {
+    out << "FAIL  " << report->problems[i].ToString() << "\n";
+  }
+  if (shown < report->problems.size()) {
+    out << "FAIL  ... and " << report->problems.size() - shown
+        << " more problems after these (--all prints every one)\n";
   }
   // Recovering rewrites damaged files; it cannot mend messages that were
   // recorded undecodable.
@@ -302,6 +317,24 @@ int RunPlot(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   if (!series.ok()) {
     err << cmd << ": " << series.status().message() << "\n";
     return kExitUsage;
+  }
+  // An empty picture would look like a flat signal: say what is there.
+  if (std::all_of(series->begin(), series->end(),
+                  [](const log::PlotSeries& s) { return s.value.empty(); })) {
+    const log::LogReader& r = **reader;
+    err << cmd << ": no message with "
+        << (series->size() == 1 ? "that field" : "those fields")
+        << absl::StrFormat(" was sent in %s (the log spans 0 to %.3f s): ",
+                           range.start_s || range.end_s
+                               ? absl::StrFormat(
+                                     "%.3f to %s s", range.start_s.value_or(0),
+                                     range.end_s ? absl::StrFormat("%.3f", *range.end_s)
+                                                 : std::string("the end"))
+                               : std::string("the log"),
+                           (r.end_ns() - r.start_ns()) / 1e9)
+        << "choose --start/--end inside it, or see `tether log info` for "
+           "which channels have messages; nothing written\n";
+    return kExitFailure;
   }
   const std::string& png = args.Option("out");
   if (absl::Status s =

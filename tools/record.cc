@@ -120,8 +120,13 @@ int RunRecordCommand(const ParsedArgs& args, std::ostream& out,
       !ParseCountOption(args, cmd, "chunk-size", &chunk_kb, err)) {
     return kExitUsage;
   }
-  if (level < 1 || level > 19 || chunk_kb < 1) {
-    err << cmd << ": --level must be 1..19 and --chunk-size >= 1\n";
+  if (level < 1 || level > 19) {
+    err << cmd << ": --level " << level
+        << ": zstd levels are 1 (fast) to 19 (small)\n";
+    return kExitUsage;
+  }
+  if (chunk_kb < 1) {
+    err << cmd << ": --chunk-size must be at least 1 KB (default 1024)\n";
     return kExitUsage;
   }
   options.mcap.zstd_level = static_cast<int>(level);

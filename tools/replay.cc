@@ -87,7 +87,9 @@ ArgParser ReplayParser() {
       "(tether clean removes unused ones). Messages that are not valid Cap'n\n"
       "Proto messages (bad framing or pointers: what typed readers would\n"
       "skip) are not published: they are counted and summed up per channel\n"
-      "at the end. Exits 1 if any message was not published, else 0.");
+      "at the end. Exits 1 if any message was not published, 130 if a\n"
+      "signal (Ctrl-C, SIGTERM) stopped it before the end (not with --loop),\n"
+      "else 0.");
   parser.AddPositional("file", "the MCAP log");
   parser.AddPositionalList("remap", "/logged/name:=/new/name renamings");
   AddRootInstanceOptions(parser);
@@ -213,10 +215,26 @@ int RunReplayCommand(const ParsedArgs& args, std::ostream& out,
   if (bar) err << "\r\x1b[K";
   const log::ReplayProgress p = r.progress();
   for (const std::string& n : r.notes()) err << cmd << ": " << n << "\n";
-  out << absl::StrFormat("replayed %u messages (%.2f s of log%s)\n", p.messages,
-                         p.position_ns / 1e9,
-                         p.round > 0 ? absl::StrFormat(", %d rounds", p.round + 1)
-                                     : "");
+  // Why it ended: the end of the range, or asked to stop before it (a
+  // signal, or q). A replay cut short is not a replay of the log: a script
+  // that runs `tether replay log && check` must not check half of it.
+  const bool signalled = stop();
+  const bool cut_short = (signalled || quit.load()) && !options.loop;
+  if (options.loop) {
+    out << absl::StrFormat(
+        "replayed %u messages in %d rounds of %.2f s (the last stopped at "
+        "+%.2f s)\n",
+        p.messages, p.round + 1, p.duration_ns / 1e9, p.position_ns / 1e9);
+  } else if (cut_short) {
+    out << absl::StrFormat(
+        "stopped (%s) at +%.2f s of %.2f s: replayed %u messages; the rest of "
+        "the log was not played\n",
+        signalled ? "signal" : "q", p.position_ns / 1e9, p.duration_ns / 1e9,
+        p.messages);
+  } else {
+    out << absl::StrFormat("replayed %u messages (%.2f s of log)\n",
+                           p.messages, p.position_ns / 1e9);
+  }
   if (p.malformed > 0) {
     // Bytes no typed reader would take: kept out of the live stack.
     err << cmd << ": skipped " << p.malformed
@@ -232,7 +250,9 @@ int RunReplayCommand(const ParsedArgs& args, std::ostream& out,
         << " messages not published)\n";
     return kExitFailure;
   }
-  return p.malformed > 0 ? kExitFailure : kExitOk;
+  if (p.malformed > 0) return kExitFailure;
+  // 128 + SIGINT, as a shell reports a command Ctrl-C ended.
+  return cut_short && signalled ? kExitInterrupted : kExitOk;
 }
 
 }  // namespace tether::tools

@@ -476,6 +476,76 @@ TEST_F(LogCommandsTest, ABadChunkIndexIsReadWithScanAsTheAdviceSays) {
       all);
 }
 
+// Garbage over the middle of the log's first chunk: its records are lost.
+void CorruptFirstChunk(const std::string& path) {
+  auto reader = log::McapReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  ASSERT_GE((*reader)->chunk_indexes().size(), 2u);
+  const log::mcap::ChunkIndex& first = (*reader)->chunk_indexes().front();
+  std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+  f.seekp(static_cast<std::streamoff>(first.chunk_start_offset +
+                                      first.chunk_length / 2));
+  f << std::string(32, '\xff');
+}
+
+// What a log tool says when it has less than the user asked for: a check
+// with a chunk lost never says "all messages decode" as if it read them
+// all; --count 0 prints none; a plot of a range with no message is an
+// error, not an empty picture; a replay stopped by a signal says where it
+// stopped and exits 130, so `replay && next` does not go on.
+TEST_F(LogCommandsTest, ToolsSayWhenTheyHadLessThanAskedFor) {
+  const std::string file = TempFile("cli-less.mcap");
+  ASSERT_EQ(Record(file, 300, {"--chunk-size", "8"}).code, 0);
+
+  const Outcome none = RunTether({"log", "cat", file, "--count", "0"});
+  EXPECT_EQ(none.code, 0) << none.err;
+  EXPECT_EQ(none.out, "");
+
+  const std::string png = TempFile("cli-less.png");
+  std::filesystem::remove(png);
+  const Outcome empty = RunTether({"log", "plot", file, "/cli/samples.stamp",
+                                   "--start", "1000", "--out", png});
+  EXPECT_EQ(empty.code, 1) << empty.err;
+  EXPECT_THAT(empty.err, HasSubstr("no message with that field was sent in "
+                                   "1000.000 to the end s"));
+  EXPECT_THAT(empty.err, HasSubstr("nothing written"));
+  EXPECT_FALSE(std::filesystem::exists(png));
+
+  // 300 messages 1 ms apart, played 20 times slower: about 6 s.
+  shm::testing::ScopedRoot other;
+  std::vector<std::string> args = {"replay", file, "--rate", "0.05", "--quiet"};
+  for (const std::string& w : Where(other)) args.push_back(w);
+  const pid_t pid = StartTether(args, "replay-cut");
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(WaitFor([&] {
+    return StartedStderr("replay-cut").find("replaying") != std::string::npos;
+  }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ::kill(pid, SIGINT);
+  const Outcome cut = WaitTether(pid, "replay-cut", {.timeout_s = 30});
+  EXPECT_EQ(cut.code, 130) << cut.out << cut.err;
+  EXPECT_THAT(cut.out, HasSubstr("stopped (signal) at +"));
+  EXPECT_THAT(cut.out, HasSubstr("the rest of the log was not played"));
+
+  const std::string damaged = TempFile("cli-less-damaged.mcap");
+  std::filesystem::copy_file(file, damaged,
+                             std::filesystem::copy_options::overwrite_existing);
+  CorruptFirstChunk(damaged);
+  const Outcome check = RunTether({"log", "check", damaged});
+  EXPECT_EQ(check.code, 1) << check.out;
+  EXPECT_THAT(check.out, HasSubstr("FAIL  offset "));
+  EXPECT_THAT(check.out, HasSubstr("only the "));
+  EXPECT_THAT(check.out, HasSubstr("the messages of the others are lost"));
+  // On the intact log the OK lines claim everything, unqualified.
+  EXPECT_THAT(RunTether({"log", "check", file}).out,
+              Not(HasSubstr("only the ")));
+
+  const Outcome chunk =
+      RunTether({"record", "--chunk-size", "0", "--out", TempFile("x.mcap")});
+  EXPECT_EQ(chunk.code, 2);
+  EXPECT_THAT(chunk.err, HasSubstr("--chunk-size must be at least 1 KB"));
+}
+
 // `log recover` onto a full disk fails and leaves no output behind (a
 // partial one would look like a smaller recovery); onto a full device it
 // fails too and leaves the device alone.
