@@ -68,6 +68,20 @@ absl::Status Bridge::Impl::SetUpOut(ChannelRun& c) {
       channel_set->Find(c.config.name);
   if (!h.ok()) return h.status();
   c.described = Describe(**h, where);
+  // Without its cursor the bridge still runs; what it would have counted
+  // across a restart is said to be uncounted instead.
+  absl::StatusOr<std::unique_ptr<ForwardCursor>> cursor = ForwardCursor::Open(
+      runtime.channels, c.config.name, options.name, (*h)->incarnation());
+  if (cursor.ok()) {
+    c.cursor = std::move(*cursor);
+  } else {
+    const std::string why = absl::StrCat(
+        "messages sent while this bridge is not running will not be counted: ",
+        cursor.status().message());
+    c.SetDetail(why);
+    std::fprintf(stderr, "net-bridge %s: %s: %s\n", options.name.c_str(),
+                 c.config.name.c_str(), why.c_str());
+  }
   DataQos qos;
   qos.reliable = c.config.reliability != Reliability::kBestEffort;
   qos.depth = c.config.history_depth != 0

@@ -2,6 +2,7 @@
 // channel's DDS topic, and a received Frame into the local channel, with
 // loss, duplicate and latency accounting (bridge_impl.h).
 #include <algorithm>
+#include <cstdio>
 #include <span>
 
 #include "absl/strings/str_cat.h"
@@ -21,8 +22,12 @@ using internal::kTakeBatch;
 
 void Bridge::Impl::Forward(ChannelRun& c, const transport::RawMessage& m) {
   const transport::MessageContext& ctx = m.context;
+  ResumeCursor(c, ctx.queue_index);
   // Loop prevention: what this process published came from the network.
-  if (ctx.publisher_pid == static_cast<uint32_t>(pid)) return;
+  if (ctx.publisher_pid == static_cast<uint32_t>(pid)) {
+    if (c.cursor != nullptr) c.cursor->Advance(ctx.queue_index);
+    return;
+  }
   if (ctx.missed != 0) c.lost_at_sender.fetch_add(ctx.missed);
   tether_net_Frame f{};
   f.bridge_id = id;
@@ -30,6 +35,12 @@ void Bridge::Impl::Forward(ChannelRun& c, const transport::RawMessage& m) {
   f.type_id = c.described.type_id;
   f.schema_hash = c.described.schema_hash;
   f.upstream_missed = ctx.missed;
+  // The peers hear of the restart gap with the first frame they can get
+  // (one written before any reader matched reaches nobody).
+  if (c.untold_lost != 0 && c.peers.load(std::memory_order_relaxed) > 0) {
+    f.upstream_missed += c.untold_lost;
+    c.untold_lost = 0;
+  }
   f.monotonic_send_ns = ctx.monotonic_send_ns;
   f.realtime_send_ns = ctx.realtime_send_ns;
   f.publisher_pid = ctx.publisher_pid;
@@ -40,7 +51,10 @@ void Bridge::Impl::Forward(ChannelRun& c, const transport::RawMessage& m) {
   f.payload._length = f.payload._maximum =
       static_cast<uint32_t>(m.bytes.size());
   f.payload._release = false;
-  if (dds_return_t rc = dds_write(c.writer, &f); rc < 0) {
+  const dds_return_t rc = dds_write(c.writer, &f);
+  // Handled either way: written, or counted as dropped.
+  if (c.cursor != nullptr) c.cursor->Advance(ctx.queue_index);
+  if (rc < 0) {
     c.dropped.fetch_add(1);
     c.SetDetail(DdsError("DDS write failed", rc));
     return;
@@ -48,6 +62,22 @@ void Bridge::Impl::Forward(ChannelRun& c, const transport::RawMessage& m) {
   c.messages.fetch_add(1, std::memory_order_relaxed);
   c.bytes.fetch_add(m.bytes.size(), std::memory_order_relaxed);
   c.latency.Add(ClockNs(CLOCK_MONOTONIC) - ctx.monotonic_send_ns);
+}
+
+void Bridge::Impl::ResumeCursor(ChannelRun& c, uint64_t first) {
+  if (c.resumed || c.cursor == nullptr) return;
+  c.resumed = true;
+  const std::optional<uint64_t> gap = c.cursor->Resume(first);
+  if (!gap.has_value() || *gap == 0) return;
+  c.lost_at_sender.fetch_add(*gap);
+  c.untold_lost += *gap;
+  const std::string why = absl::StrCat(
+      *gap, " messages were sent on ", c.config.name,
+      " while this bridge was not running (between its last run's last "
+      "forward and this run's first): not forwarded, counted in LOST SRC");
+  c.SetDetail(why);
+  std::fprintf(stderr, "net-bridge %s: %s\n", options.name.c_str(),
+               why.c_str());
 }
 
 void Bridge::Impl::TakeFrames(ChannelRun& c) {

@@ -34,6 +34,7 @@
 #include "net/bridge.h"
 #include "net/bridge_config.h"
 #include "net/channel_stats.h"
+#include "net/forward_cursor.h"
 #include "net/frame.h"
 #include "net/local_channels.h"
 #include "transport/channel_handle.h"
@@ -93,6 +94,12 @@ struct ChannelRun {
   dds_entity_t writer = 0;
   ChannelDescription described;
   uint64_t next_seq = 1;
+  // Across restarts (forward_cursor.h); null if it could not be opened.
+  std::unique_ptr<ForwardCursor> cursor;
+  bool resumed = false;  // this run's first message was checked against it
+  // Messages sent while no bridge ran, not yet told to a peer (they ride on
+  // the next frame written with a peer matched, as upstream_missed).
+  uint64_t untold_lost = 0;
 
   // in (receive thread): the accepted description, the local channel and
   // publisher, the reader once accepted, per-sender accounting.
@@ -206,6 +213,10 @@ struct Bridge::Impl {
   // failed write is counted as dropped. Loop thread (out watcher); Cyclone
   // allocates and locks.
   void Forward(ChannelRun& c, const transport::RawMessage& m);
+  // At this run's first message of an out channel (queue index `first`):
+  // counts what was sent while no run of this bridge forwarded it (its
+  // cursor), in LOST SRC, the detail and stderr. Loop thread.
+  void ResumeCursor(ChannelRun& c, uint64_t first);
   // Takes every pending frame of an accepted in channel and Delivers it.
   // Receive thread.
   void TakeFrames(ChannelRun& c);

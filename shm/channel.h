@@ -202,6 +202,19 @@ class Channel {
   static std::string PathFor(const ChannelOptions& options,
                              std::string_view name);
 
+  // A file another component keeps in the instance folder about channel
+  // `name` (the net bridge's forwarding cursor): ".<escaped name>@<kind>.
+  // <escaped owner>". A dot file, so List() skips it; `tether clean`
+  // removes it once its channel is gone. '@' is in no escaped channel name
+  // (see kStateMarker), so the name is recovered exactly.
+  static std::string CompanionPathFor(const ChannelOptions& options,
+                                      std::string_view name,
+                                      std::string_view kind,
+                                      std::string_view owner);
+  // The channel a file name in an instance folder is a companion of, or
+  // nullopt when it is not a companion file.
+  static std::optional<std::string> CompanionOf(std::string_view file);
+
   // The command that removes the channels of options' instance that no
   // live process uses, corrupt ones included: "tether clean --root <root>
   // --instance <instance>" (shell-quoted where needed), for messages that
@@ -258,6 +271,10 @@ class Channel {
 
   const std::string& name() const { return name_; }
   const std::string& path() const { return path_; }
+  // Random per creation of the channel's file: two handles with the same
+  // nonce are of one incarnation of the channel (a re-created channel of
+  // the same name has another).
+  uint64_t nonce() const { return nonce_; }
   // The reader-state file (<path>@readers.<nonce>).
   const std::string& reader_state_path() const { return state_path_; }
   const QueueParams& params() const { return params_; }

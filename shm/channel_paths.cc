@@ -51,6 +51,21 @@ std::string Channel::PathFor(const ChannelOptions& options,
   return absl::StrCat(options.root, "/", options.instance, "/", Escape(name));
 }
 
+std::string Channel::CompanionPathFor(const ChannelOptions& options,
+                                      std::string_view name,
+                                      std::string_view kind,
+                                      std::string_view owner) {
+  return absl::StrCat(options.root, "/", options.instance, "/.", Escape(name),
+                      "@", std::string(kind), ".", Escape(owner));
+}
+
+std::optional<std::string> Channel::CompanionOf(std::string_view file) {
+  if (file.size() < 2 || file[0] != '.') return std::nullopt;
+  const size_t at = file.find('@');
+  if (at == std::string_view::npos || at == 1) return std::nullopt;
+  return Unescape(file.substr(1, at - 1));
+}
+
 std::string Channel::CleanCommand(const ChannelOptions& options) {
   // Single quotes where a shell would split or expand the value.
   auto quoted = [](const std::string& v) {

@@ -267,6 +267,40 @@ absl::StatusOr<CleanReport> CleanInstance(const shm::ChannelOptions& options,
       report.entries.push_back(std::move(entry));
       continue;
     }
+    // A file about a channel (the net bridge's forwarding cursor) goes
+    // with its channel: kept while the channel is, so a restarted bridge
+    // still counts what was sent while it was down.
+    if (const std::optional<std::string> of = shm::Channel::CompanionOf(f)) {
+      bool channel_stays = false;
+      bool listed = false;
+      for (const CleanEntry& e : report.entries) {
+        if (e.name == *of) {
+          listed = true;
+          channel_stays = !e.removed;
+        }
+      }
+      if (!listed) {
+        struct stat st;
+        channel_stays =
+            ::stat(shm::Channel::PathFor(options, *of).c_str(), &st) == 0;
+      }
+      if (channel_stays) {
+        entry.reason = absl::StrCat("kept: belongs to channel ", *of,
+                                    ", which stays");
+      } else {
+        entry.removed = true;
+        entry.reason = absl::StrCat("belonged to channel ", *of,
+                                    ", which is gone");
+        const std::string path = report.directory + "/" + f;
+        if (!dry_run && ::unlink(path.c_str()) != 0 && errno != ENOENT) {
+          entry.removed = false;
+          entry.reason = absl::StrCat("kept: cannot remove (",
+                                      std::strerror(errno), ")");
+        }
+      }
+      report.entries.push_back(std::move(entry));
+      continue;
+    }
     const pid_t pid = TmpCreator(f);
     if (pid < 0) {
       entry.reason = "kept: not a tether temporary file";

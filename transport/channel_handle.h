@@ -70,6 +70,9 @@ class ChannelHandle {
   const std::string& reader_state_path() const {
     return shm_->reader_state_path();
   }
+  // Which creation of the channel this is: differs when the channel was
+  // removed and made again under the same name (shm::Channel::nonce).
+  uint64_t incarnation() const { return shm_->nonce(); }
   // Create made the channel (false: it opened one that existed): a caller
   // whose setup fails may remove it. Any thread.
   bool created() const { return shm_->created(); }

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -479,6 +480,49 @@ TEST_F(ChannelCommandsTest, CleanRemovesEmptiedInstanceDirectory) {
   auto again = CleanInstance(root_.options(), false);
   ASSERT_TRUE(again.ok());
   EXPECT_THAT(FormatCleanReport(*again, false), HasSubstr("nothing to clean"));
+}
+
+// A file about a channel (the net bridge's forwarding cursor) stays while
+// its channel does and goes with it; the folder goes when nothing is left.
+TEST_F(ChannelCommandsTest, CleanRemovesAChannelsCompanionFileWithTheChannel) {
+  auto stale = MakeChannel("/stale");
+  stale.reset();
+  auto live = MakeChannel("/live");
+  auto live_pub = transport::RawPublisher::Create(live.get());
+  ASSERT_TRUE(live_pub.ok());
+  const std::string stale_cursor = shm::Channel::CompanionPathFor(
+      root_.options(), "/stale", "net-cursor", "robot/1");
+  const std::string live_cursor = shm::Channel::CompanionPathFor(
+      root_.options(), "/live", "net-cursor", "robot");
+  std::ofstream(stale_cursor) << "x";
+  std::ofstream(live_cursor) << "x";
+  ASSERT_EQ(shm::Channel::CompanionOf(
+                stale_cursor.substr(stale_cursor.rfind('/') + 1)),
+            "/stale");
+  EXPECT_EQ(shm::Channel::CompanionOf(".%2Fx.tmp.12.0"), std::nullopt);
+  EXPECT_EQ(*shm::Channel::List(root_.options()),
+            (std::vector<std::string>{"/live", "/stale"}));
+
+  auto dry = CleanInstance(root_.options(), /*dry_run=*/true);
+  ASSERT_TRUE(dry.ok()) << dry.status();
+  EXPECT_THAT(FormatCleanReport(*dry, true),
+              HasSubstr("belonged to channel /stale, which is gone"));
+  EXPECT_EQ(::access(stale_cursor.c_str(), F_OK), 0);
+
+  auto report = CleanInstance(root_.options(), /*dry_run=*/false);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const std::string text = FormatCleanReport(*report, false);
+  EXPECT_THAT(text, HasSubstr("belonged to channel /stale, which is gone"));
+  EXPECT_THAT(text, HasSubstr("kept: belongs to channel /live, which stays"));
+  EXPECT_EQ(::access(stale_cursor.c_str(), F_OK), -1);
+  EXPECT_EQ(::access(live_cursor.c_str(), F_OK), 0);
+
+  live_pub->reset();
+  live.reset();
+  report = CleanInstance(root_.options(), /*dry_run=*/false);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(::access(live_cursor.c_str(), F_OK), -1);
+  EXPECT_TRUE(report->directory_removed) << FormatCleanReport(*report, false);
 }
 
 // Where the ring of channel `name` lies in its file, in bytes. Opening the

@@ -1,0 +1,107 @@
+#include "net/forward_cursor.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace tether::net {
+
+// The file's whole content; `next` is the only field that changes after
+// Open. Torn or foreign contents fail the magic or incarnation check and
+// are started afresh.
+struct ForwardCursor::File {
+  uint64_t magic;
+  uint64_t incarnation;
+  // Queue index of the next message to handle, or kNoPosition.
+  std::atomic<uint64_t> next;
+};
+
+namespace {
+
+constexpr uint64_t kMagic = 0x5255434e'54454e54ull;  // "TNETNCUR"
+// `next` before any run of this incarnation handled a message.
+constexpr uint64_t kNoPosition = ~uint64_t{0};
+
+absl::Status Errno(int err, const std::string& what, const std::string& path) {
+  const std::string text =
+      absl::StrCat("cannot ", what, " the net bridge's forwarding cursor ",
+                   path, ": ", std::strerror(err));
+  if (err == EACCES || err == EPERM) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        text, " (run the bridge as the user that owns the instance folder)"));
+  }
+  if (err == ENOSPC) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(text, " (the shared-memory filesystem is full)"));
+  }
+  return absl::InternalError(text);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ForwardCursor>> ForwardCursor::Open(
+    const shm::ChannelOptions& options, const std::string& channel,
+    const std::string& bridge, uint64_t incarnation) {
+  const std::string path =
+      shm::Channel::CompanionPathFor(options, channel, kKind, bridge);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+                        0600);
+  const auto not_a_file = [&] {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " is not a regular file: remove it (the net bridge keeps its "
+              "forwarding cursor there)"));
+  };
+  if (fd < 0) {
+    if (errno == EISDIR || errno == ELOOP) return not_a_file();
+    return Errno(errno, "open", path);
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return not_a_file();
+  }
+  const bool sized = static_cast<size_t>(st.st_size) >= sizeof(File);
+  // Reserve the page before mapping it: a full filesystem fails here, not
+  // with a SIGBUS at the first store.
+  if (!sized) {
+    if (const int rc = ::posix_fallocate(fd, 0, sizeof(File)); rc != 0) {
+      ::close(fd);
+      return Errno(rc, "size", path);
+    }
+  }
+  void* map = ::mmap(nullptr, sizeof(File), PROT_READ | PROT_WRITE, MAP_SHARED,
+                     fd, 0);
+  const int map_errno = errno;
+  ::close(fd);
+  if (map == MAP_FAILED) return Errno(map_errno, "map", path);
+  File* file = static_cast<File*>(map);
+  const bool fresh = !sized || file->magic != kMagic ||
+                     file->incarnation != incarnation;
+  if (fresh) {
+    file->magic = 0;  // a reader of a half-written file sees no cursor
+    file->incarnation = incarnation;
+    file->next.store(kNoPosition, std::memory_order_relaxed);
+    file->magic = kMagic;
+  }
+  return std::unique_ptr<ForwardCursor>(new ForwardCursor(path, file));
+}
+
+ForwardCursor::~ForwardCursor() { ::munmap(file_, sizeof(File)); }
+
+std::optional<uint64_t> ForwardCursor::Resume(uint64_t first) {
+  const uint64_t next = file_->next.load(std::memory_order_relaxed);
+  if (next == kNoPosition || next > first) return std::nullopt;
+  return first - next;
+}
+
+void ForwardCursor::Advance(uint64_t index) {
+  file_->next.store(index + 1, std::memory_order_relaxed);
+}
+
+}  // namespace tether::net

@@ -1,0 +1,80 @@
+// net: where a bridge's forwarding of one out channel got to, kept across
+// the bridge's restarts, so that the messages sent while no bridge ran
+// (it crashed, was killed, or was restarted by the launcher) are counted as
+// lost at the sender instead of silently never crossing.
+//
+// A file per (channel, bridge name) beside the channel in the instance
+// folder (shm::Channel::CompanionPathFor, kind "net-cursor"): a magic, the
+// channel incarnation it is about (its nonce) and the next queue index to
+// forward, mapped shared. Advance() is one store into that mapping, no
+// syscall, so the cursor survives a SIGKILL (the page is the tmpfs file's)
+// and costs the bridge's loop nothing it would notice.
+//
+// Exactness: Advance() follows the DDS write of the message, so a bridge
+// killed between the two counts that one message as lost although it was
+// written; it never counts a lost message as forwarded. Two bridges of one
+// name forwarding one channel of one instance would share the file: run
+// one bridge per name and instance (net/README.md).
+//
+// Threads: Open on the setup thread; Resume and Advance on the thread that
+// forwards (the bridge's loop thread), one at a time.
+#ifndef TETHER_NET_FORWARD_CURSOR_H_
+#define TETHER_NET_FORWARD_CURSOR_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "shm/channel.h"
+
+namespace tether::net {
+
+class ForwardCursor {
+ public:
+  // Opens (or creates, mode 0600 within the caller's umask) the cursor of
+  // `channel` (incarnation `incarnation`) for bridge `bridge`. A file left
+  // by another incarnation of the channel, or not a cursor, is started
+  // afresh: what it said is about messages that no longer exist. Errors
+  // (permissions, a full filesystem) say what and where; the caller may
+  // run without a cursor then.
+  static absl::StatusOr<std::unique_ptr<ForwardCursor>> Open(
+      const shm::ChannelOptions& options, const std::string& channel,
+      const std::string& bridge, uint64_t incarnation);
+  ~ForwardCursor();
+  ForwardCursor(const ForwardCursor&) = delete;
+  ForwardCursor& operator=(const ForwardCursor&) = delete;
+
+  // The first message this run forwards (or skips as its own) has queue
+  // index `first`: how many messages of the channel were sent between the
+  // last one an earlier run of this bridge handled and it. A run that
+  // handled none leaves the position as it found it (nothing was sent
+  // while it ran). nullopt when no run handled a message of this
+  // incarnation of the channel yet (messages sent before a bridge ever
+  // forwarded it are not losses), or when the cursor is ahead of `first`
+  // (cannot happen for one incarnation; treated as no position). Call
+  // once, before Advance.
+  std::optional<uint64_t> Resume(uint64_t first);
+  // The message with queue index `index` was handled (forwarded, dropped
+  // and counted, or skipped as this bridge's own).
+  void Advance(uint64_t index);
+
+  const std::string& path() const { return path_; }
+
+  // The kind name in the file's name (shm::Channel::CompanionPathFor).
+  static constexpr char kKind[] = "net-cursor";
+
+ private:
+  struct File;
+  ForwardCursor(std::string path, File* file)
+      : path_(std::move(path)), file_(file) {}
+
+  std::string path_;
+  File* file_;  // the mapping
+};
+
+}  // namespace tether::net
+
+#endif  // TETHER_NET_FORWARD_CURSOR_H_

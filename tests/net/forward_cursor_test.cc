@@ -1,0 +1,96 @@
+// ForwardCursor: the net bridge's position in an out channel across its
+// restarts — what a later run counts as sent while no bridge ran, a new
+// incarnation of the channel or a foreign file starting afresh, and the
+// position surviving a SIGKILL of the process that kept it.
+#include "net/forward_cursor.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "gtest/gtest.h"
+#include "tests/shm/shm_test_util.h"
+
+namespace tether::net {
+namespace {
+
+class ForwardCursorTest : public ::testing::Test {
+ protected:
+  ForwardCursorTest() {
+    std::filesystem::create_directories(root_.root() + "/" +
+                                        root_.options().instance);
+  }
+  std::unique_ptr<ForwardCursor> Open(uint64_t incarnation = 7) {
+    auto c = ForwardCursor::Open(root_.options(), "/robot/scan", "robot",
+                                 incarnation);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+  shm::testing::ScopedRoot root_;
+};
+
+TEST_F(ForwardCursorTest, ALaterRunCountsWhatWasSentBetweenRuns) {
+  auto first = Open();
+  ASSERT_NE(first, nullptr);
+  // The first run ever: what came before it is not a loss.
+  EXPECT_EQ(first->Resume(5), std::nullopt);
+  first->Advance(5);
+  first->Advance(6);
+  first.reset();
+
+  auto second = Open();
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(second->Resume(10), 3u);  // 7, 8 and 9 crossed nothing
+  second->Advance(10);
+  second.reset();
+
+  // A run that handled nothing leaves the position where it was.
+  Open().reset();
+  auto fourth = Open();
+  EXPECT_EQ(fourth->Resume(11), 0u);
+  // Ahead of the first index seen: no position, not a huge count.
+  fourth.reset();
+  EXPECT_EQ(Open()->Resume(3), std::nullopt);
+}
+
+TEST_F(ForwardCursorTest, ANewIncarnationOrAForeignFileStartsAfresh) {
+  auto c = Open(/*incarnation=*/7);
+  c->Advance(100);
+  const std::string path = c->path();
+  c.reset();
+  // The channel was removed and made again: its indices start over.
+  EXPECT_EQ(Open(/*incarnation=*/8)->Resume(3), std::nullopt);
+  std::ofstream(path, std::ios::trunc) << "not a cursor";
+  EXPECT_EQ(Open(/*incarnation=*/8)->Resume(3), std::nullopt);
+  std::filesystem::remove(path);
+  std::filesystem::create_directory(path);
+  auto refused = ForwardCursor::Open(root_.options(), "/robot/scan", "robot", 8);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("is not a regular file: remove it"),
+            std::string::npos)
+      << refused.status();
+}
+
+TEST_F(ForwardCursorTest, ThePositionSurvivesASigkill) {
+  Open()->Advance(1);  // an earlier run left a position
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto c = ForwardCursor::Open(root_.options(), "/robot/scan", "robot", 7);
+    if (!c.ok()) ::_exit(2);
+    (*c)->Resume(2);
+    (*c)->Advance(41);
+    ::kill(::getpid(), SIGKILL);
+    ::_exit(3);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(Open()->Resume(50), 8u);  // 42..49
+}
+
+}  // namespace
+}  // namespace tether::net
