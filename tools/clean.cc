@@ -242,6 +242,19 @@ absl::StatusOr<CleanReport> CleanInstance(const shm::ChannelOptions& options,
     }
     report.entries.push_back(std::move(entry));
   }
+  // Removes hidden file `f` for `reason` (not in a dry run), or says why
+  // it could not.
+  const auto remove_hidden = [&](const std::string& f, CleanEntry* entry,
+                                 std::string reason) {
+    entry->removed = true;
+    entry->reason = std::move(reason);
+    const std::string path = report.directory + "/" + f;
+    if (!dry_run && ::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      entry->removed = false;
+      entry->reason =
+          absl::StrCat("kept: cannot remove (", std::strerror(errno), ")");
+    }
+  };
   for (const std::string& f : hidden) {
     CleanEntry entry{.name = f};
     if (f == kInstanceLockFile) {
@@ -288,15 +301,9 @@ absl::StatusOr<CleanReport> CleanInstance(const shm::ChannelOptions& options,
         entry.reason = absl::StrCat("kept: belongs to channel ", *of,
                                     ", which stays");
       } else {
-        entry.removed = true;
-        entry.reason = absl::StrCat("belonged to channel ", *of,
-                                    ", which is gone");
-        const std::string path = report.directory + "/" + f;
-        if (!dry_run && ::unlink(path.c_str()) != 0 && errno != ENOENT) {
-          entry.removed = false;
-          entry.reason = absl::StrCat("kept: cannot remove (",
-                                      std::strerror(errno), ")");
-        }
+        remove_hidden(f, &entry,
+                      absl::StrCat("belonged to channel ", *of,
+                                   ", which is gone"));
       }
       report.entries.push_back(std::move(entry));
       continue;
@@ -308,14 +315,8 @@ absl::StatusOr<CleanReport> CleanInstance(const shm::ChannelOptions& options,
       entry.reason = absl::StrCat("kept: temporary file of live creator pid ",
                                   pid);
     } else {
-      entry.removed = true;
-      entry.reason = absl::StrCat("temporary file of dead creator pid ", pid);
-      const std::string path = report.directory + "/" + f;
-      if (!dry_run && ::unlink(path.c_str()) != 0 && errno != ENOENT) {
-        entry.removed = false;
-        entry.reason = absl::StrCat("kept: cannot remove (",
-                                    std::strerror(errno), ")");
-      }
+      remove_hidden(f, &entry,
+                    absl::StrCat("temporary file of dead creator pid ", pid));
     }
     report.entries.push_back(std::move(entry));
   }

@@ -147,6 +147,11 @@ class Collector {
   std::thread thread_;
 };
 
+std::string SampleType() { return "tests/transport/framing_test.capnp:Sample"; }
+std::string ScalarsType() {
+  return "tests/transport/framing_test.capnp:Scalars";
+}
+
 struct ChannelSpec {
   std::string name;
   std::string direction;    // "out" / "in"
@@ -272,6 +277,36 @@ class NetBridgeTest : public ::testing::Test {
     }
   }
 
+  // Publishes one message at a time, from *next on, until `got` holds more
+  // than `count` (after a link or a bridge came up, the first messages may
+  // not cross). False if that takes kLong.
+  bool PublishUntilMoreThan(transport::RawPublisher& pub, uint64_t* next,
+                            std::map<uint64_t, std::vector<std::byte>>& sent,
+                            Collector& got, size_t count) {
+    return WaitFor(
+        [&] {
+          Publish(pub, *next, *next + 1, sent);
+          ++*next;
+          return got.count() > count;
+        },
+        kLong);
+  }
+
+  // Host a forwards /robot/scan (made here, as `out` says) to host b: b's
+  // copy once both bridges are linked, or null (a test failure).
+  std::unique_ptr<transport::ChannelHandle> ForwardScan(
+      std::unique_ptr<transport::ChannelHandle>* a, const ChannelSpec& out) {
+    *a = MakeChannel(0, "/robot/scan", SampleType());
+    if (*a == nullptr) return nullptr;
+    StartBridge(1, {{"/robot/scan", "in"}});
+    StartBridge(0, {out});
+    std::unique_ptr<transport::ChannelHandle> b;
+    EXPECT_TRUE(WaitFor(
+        [&] { return (b = Open(1, "/robot/scan")) != nullptr; }, kLong));
+    EXPECT_TRUE(WaitFor([&] { return Linked("/robot/scan"); }, kLong));
+    return b;
+  }
+
   shm::testing::ScopedRoot root_;
   shm::ChannelOptions options_[2];
   transport::SchemaRegistry schemas_;
@@ -280,10 +315,6 @@ class NetBridgeTest : public ::testing::Test {
   std::vector<std::string> logs_;
 };
 
-std::string SampleType() { return "tests/transport/framing_test.capnp:Sample"; }
-std::string ScalarsType() {
-  return "tests/transport/framing_test.capnp:Scalars";
-}
 
 TEST_F(NetBridgeTest, ReliableChannelArrivesByteIdenticalWithNothingLost) {
   auto a = MakeChannel(0, "/robot/scan", SampleType());
@@ -342,26 +373,16 @@ TEST_F(NetBridgeTest, ReliableChannelArrivesByteIdenticalWithNothingLost) {
 // last run stopped; the receiving side hears of them with the first frame
 // it can get.
 TEST_F(NetBridgeTest, MessagesSentWhileTheSendingBridgeWasDownAreCounted) {
-  auto a = MakeChannel(0, "/robot/scan", SampleType());
-  ASSERT_NE(a, nullptr);
-  StartBridge(1, {{"/robot/scan", "in"}});
-  StartBridge(0, {{"/robot/scan", "out", "reliable"}});
-  std::unique_ptr<transport::ChannelHandle> b;
-  ASSERT_TRUE(WaitFor([&] { return (b = Open(1, "/robot/scan")) != nullptr; },
-                      kLong));
-  ASSERT_TRUE(WaitFor([&] { return Linked("/robot/scan"); }, kLong));
+  std::unique_ptr<transport::ChannelHandle> a;
+  std::unique_ptr<transport::ChannelHandle> b =
+      ForwardScan(&a, {"/robot/scan", "out", "reliable"});
+  ASSERT_NE(b, nullptr);
   Collector got(std::move(b));
   auto pub = transport::RawPublisher::Create(a.get());
   ASSERT_TRUE(pub.ok()) << pub.status();
   std::map<uint64_t, std::vector<std::byte>> sent;
   uint64_t next = 0;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        Publish(**pub, next, next + 1, sent);
-        ++next;
-        return got.count() > 0;
-      },
-      kLong));
+  ASSERT_TRUE(PublishUntilMoreThan(**pub, &next, sent, got, 0));
   // Everything sent so far crossed (else the kill would catch one in
   // flight, and that one would rightly be counted too).
   ASSERT_TRUE(WaitFor([&] { return got.Has(next - 1); }, kLong));
@@ -383,14 +404,7 @@ TEST_F(NetBridgeTest, MessagesSentWhileTheSendingBridgeWasDownAreCounted) {
   ASSERT_TRUE(WaitFor(
       [&] { return ReadFile(log).find("forwarding") != std::string::npos; },
       kLong));
-  const size_t before = got.count();
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        Publish(**pub, next, next + 1, sent);
-        ++next;
-        return got.count() > before;
-      },
-      kLong))
+  ASSERT_TRUE(PublishUntilMoreThan(**pub, &next, sent, got, got.count()))
       << "nothing crossed after the restart";
   ASSERT_TRUE(WaitFor(
       [&] {
@@ -430,14 +444,10 @@ class NetBridgeLinkCutTest : public NetBridgeTest,
 
 TEST_P(NetBridgeLinkCutTest, LossIsCountedExactlyAcrossALinkCut) {
   const std::string reliability = GetParam();
-  auto a = MakeChannel(0, "/robot/scan", SampleType());
-  ASSERT_NE(a, nullptr);
-  StartBridge(1, {{"/robot/scan", "in"}});
-  StartBridge(0, {{"/robot/scan", "out", reliability, 16}});
-  std::unique_ptr<transport::ChannelHandle> b;
-  ASSERT_TRUE(WaitFor([&] { return (b = Open(1, "/robot/scan")) != nullptr; },
-                      kLong));
-  ASSERT_TRUE(WaitFor([&] { return Linked("/robot/scan"); }, kLong));
+  std::unique_ptr<transport::ChannelHandle> a;
+  std::unique_ptr<transport::ChannelHandle> b =
+      ForwardScan(&a, {"/robot/scan", "out", reliability, 16});
+  ASSERT_NE(b, nullptr);
   Collector got(std::move(b));
   auto pub = transport::RawPublisher::Create(a.get());
   ASSERT_TRUE(pub.ok()) << pub.status();
@@ -448,13 +458,7 @@ TEST_P(NetBridgeLinkCutTest, LossIsCountedExactlyAcrossALinkCut) {
   // may never be delivered, and nobody can count it. So the stream starts
   // with the first message that crossed; counting is exact from there.
   uint64_t start = 0;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        Publish(**pub, start, start + 1, sent);
-        ++start;
-        return got.count() > 0;
-      },
-      kLong));
+  ASSERT_TRUE(PublishUntilMoreThan(**pub, &start, sent, got, 0));
   ASSERT_TRUE(WaitFor([&] { return got.Has(start - 1); }, kLong));
   const uint64_t first = got.Received().front().first;
   Publish(**pub, start, first + 100, sent);
@@ -472,13 +476,7 @@ TEST_P(NetBridgeLinkCutTest, LossIsCountedExactlyAcrossALinkCut) {
   ASSERT_TRUE(WaitFor([&] { return Linked("/robot/scan"); }, kLong));
   // Keep sending until messages flow again, then 100 more.
   uint64_t next = first + 400;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        Publish(**pub, next, next + 1, sent);
-        ++next;
-        return got.count() > 100;
-      },
-      kLong));
+  ASSERT_TRUE(PublishUntilMoreThan(**pub, &next, sent, got, 100));
   const uint64_t last = next + 100;
   Publish(**pub, next, last, sent);
   ASSERT_TRUE(WaitFor([&] { return got.Has(last - 1); }, kLong))
