@@ -284,18 +284,11 @@ absl::StatusOr<CleanReport> CleanInstance(const shm::ChannelOptions& options,
     // with its channel: kept while the channel is, so a restarted bridge
     // still counts what was sent while it was down.
     if (const std::optional<std::string> of = shm::Channel::CompanionOf(f)) {
+      // Every channel of the folder has an entry above (List finds them
+      // all): no entry, no channel.
       bool channel_stays = false;
-      bool listed = false;
       for (const CleanEntry& e : report.entries) {
-        if (e.name == *of) {
-          listed = true;
-          channel_stays = !e.removed;
-        }
-      }
-      if (!listed) {
-        struct stat st;
-        channel_stays =
-            ::stat(shm::Channel::PathFor(options, *of).c_str(), &st) == 0;
+        if (e.name == *of) channel_stays = !e.removed;
       }
       if (channel_stays) {
         entry.reason = absl::StrCat("kept: belongs to channel ", *of,
