@@ -68,20 +68,6 @@ absl::Status Bridge::Impl::SetUpOut(ChannelRun& c) {
       channel_set->Find(c.config.name);
   if (!h.ok()) return h.status();
   c.described = Describe(**h, where);
-  // Without its cursor the bridge still runs; what it would have counted
-  // across a restart is said to be uncounted instead.
-  absl::StatusOr<std::unique_ptr<ForwardCursor>> cursor = ForwardCursor::Open(
-      runtime.channels, c.config.name, options.name, (*h)->incarnation());
-  if (cursor.ok()) {
-    c.cursor = std::move(*cursor);
-  } else {
-    const std::string why = absl::StrCat(
-        "messages sent while this bridge is not running will not be counted: ",
-        cursor.status().message());
-    c.SetDetail(why);
-    std::fprintf(stderr, "net-bridge %s: %s: %s\n", options.name.c_str(),
-                 c.config.name.c_str(), why.c_str());
-  }
   DataQos qos;
   qos.reliable = c.config.reliability != Reliability::kBestEffort;
   qos.depth = c.config.history_depth != 0
@@ -133,11 +119,41 @@ absl::Status Bridge::Impl::SetUpOut(ChannelRun& c) {
   }
 
   ChannelRun* run = &c;
-  return loop
-      ->MakeRawWatcher(
-          c.config.name,
-          [this, run](const transport::RawMessage& m) { Forward(*run, m); })
-      .status();
+  if (absl::Status s =
+          loop->MakeRawWatcher(c.config.name,
+                               [this, run](const transport::RawMessage& m) {
+                                 Forward(*run, m);
+                               })
+              .status();
+      !s.ok()) {
+    return s;
+  }
+  OpenCursor(c, **h);
+  return absl::OkStatus();
+}
+
+void Bridge::Impl::OpenCursor(ChannelRun& c,
+                              const transport::ChannelHandle& channel) {
+  // The channel's next index, read after the watcher was made (and before
+  // the loop runs it): the watcher sees every message from there on, so a
+  // first run that dies before it forwards one leaves that position, and
+  // a message the watcher got before it is never counted as lost (its
+  // Resume finds the cursor ahead). Without its cursor the bridge still
+  // runs; what it would have counted across a restart is said to be
+  // uncounted instead.
+  absl::StatusOr<std::unique_ptr<ForwardCursor>> cursor = ForwardCursor::Open(
+      runtime.channels, c.config.name, options.name, channel.incarnation(),
+      channel.stats().next_queue_index);
+  if (cursor.ok()) {
+    c.cursor = std::move(*cursor);
+    return;
+  }
+  const std::string why = absl::StrCat(
+      "messages sent while this bridge is not running will not be counted: ",
+      cursor.status().message());
+  c.SetDetail(why);
+  std::fprintf(stderr, "net-bridge %s: %s: %s\n", options.name.c_str(),
+               c.config.name.c_str(), why.c_str());
 }
 
 absl::Status Bridge::Impl::SetUpIn(ChannelRun& c) {

@@ -73,8 +73,9 @@ void Bridge::Impl::ResumeCursor(ChannelRun& c, uint64_t first) {
   c.untold_lost += *gap;
   const std::string why = absl::StrCat(
       *gap, " messages were sent on ", c.config.name,
-      " while this bridge was not running (between its last run's last "
-      "forward and this run's first): not forwarded, counted in LOST SRC");
+      " while this bridge was not running (between where its last run got "
+      "to and this run's first forward): not forwarded, counted in LOST "
+      "SRC");
   c.SetDetail(why);
   std::fprintf(stderr, "net-bridge %s: %s\n", options.name.c_str(),
                why.c_str());

@@ -190,6 +190,9 @@ struct Bridge::Impl {
   // description announced (kept for late joiners), its loop watcher
   // (Forward). Errors name the channel. Setup thread; allocates.
   absl::Status SetUpOut(ChannelRun& c);
+  // Opens `c`'s forwarding cursor (forward_cursor.h) once its watcher
+  // exists; on failure says so in its detail and on stderr, and runs on.
+  void OpenCursor(ChannelRun& c, const transport::ChannelHandle& channel);
   // An in channel: waits for an announcement (state kWaiting). Setup thread.
   absl::Status SetUpIn(ChannelRun& c);
   // Takes every pending announcement and offers those of our in channels

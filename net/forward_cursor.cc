@@ -18,14 +18,15 @@ namespace tether::net {
 struct ForwardCursor::File {
   uint64_t magic;
   uint64_t incarnation;
-  // Queue index of the next message to handle, or kNoPosition.
+  // Queue index of the next message to handle (kNoPosition in a file an
+  // older build left: no position).
   std::atomic<uint64_t> next;
 };
 
 namespace {
 
 constexpr uint64_t kMagic = 0x5255434e'54454e54ull;  // "TNETNCUR"
-// `next` before any run of this incarnation handled a message.
+// `next` as builds before `start` left it when no run had handled a message.
 constexpr uint64_t kNoPosition = ~uint64_t{0};
 
 absl::Status Errno(int err, const std::string& what, const std::string& path) {
@@ -47,7 +48,7 @@ absl::Status Errno(int err, const std::string& what, const std::string& path) {
 
 absl::StatusOr<std::unique_ptr<ForwardCursor>> ForwardCursor::Open(
     const shm::ChannelOptions& options, const std::string& channel,
-    const std::string& bridge, uint64_t incarnation) {
+    const std::string& bridge, uint64_t incarnation, uint64_t start) {
   const std::string path =
       shm::Channel::CompanionPathFor(options, channel, kKind, bridge);
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
@@ -86,8 +87,10 @@ absl::StatusOr<std::unique_ptr<ForwardCursor>> ForwardCursor::Open(
   if (fresh) {
     file->magic = 0;  // a reader of a half-written file sees no cursor
     file->incarnation = incarnation;
-    file->next.store(kNoPosition, std::memory_order_relaxed);
+    file->next.store(start, std::memory_order_relaxed);
     file->magic = kMagic;
+  } else if (file->next.load(std::memory_order_relaxed) == kNoPosition) {
+    file->next.store(start, std::memory_order_relaxed);
   }
   return std::unique_ptr<ForwardCursor>(new ForwardCursor(path, file));
 }

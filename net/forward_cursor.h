@@ -35,25 +35,28 @@ namespace tether::net {
 class ForwardCursor {
  public:
   // Opens (or creates, mode 0600 within the caller's umask) the cursor of
-  // `channel` (incarnation `incarnation`) for bridge `bridge`. A file left
-  // by another incarnation of the channel, or not a cursor, is started
-  // afresh: what it said is about messages that no longer exist. Errors
-  // (permissions, a full filesystem) say what and where; the caller may
-  // run without a cursor then.
+  // `channel` (incarnation `incarnation`) for bridge `bridge`. `start` is
+  // an index from which this run sees every message (the channel's next
+  // index, read once the run's watcher exists): a cursor with no position yet,
+  // a file left by another incarnation of the channel, or one that is not
+  // a cursor, starts there (what such a file said is about messages that
+  // no longer exist, and messages sent before a bridge first ran are not
+  // losses). So a first run that dies before it forwards anything still
+  // leaves a position, and the next run counts what that run never sent.
+  // Errors (permissions, a full filesystem) say what and where; the caller
+  // may run without a cursor then.
   static absl::StatusOr<std::unique_ptr<ForwardCursor>> Open(
       const shm::ChannelOptions& options, const std::string& channel,
-      const std::string& bridge, uint64_t incarnation);
+      const std::string& bridge, uint64_t incarnation, uint64_t start);
   ~ForwardCursor();
   ForwardCursor(const ForwardCursor&) = delete;
   ForwardCursor& operator=(const ForwardCursor&) = delete;
 
   // The first message this run forwards (or skips as its own) has queue
   // index `first`: how many messages of the channel were sent between the
-  // last one an earlier run of this bridge handled and it. A run that
-  // handled none leaves the position as it found it (nothing was sent
-  // while it ran). nullopt when no run handled a message of this
-  // incarnation of the channel yet (messages sent before a bridge ever
-  // forwarded it are not losses), or when the cursor is ahead of `first`
+  // position (the last one an earlier run of this bridge handled, or where
+  // the first run started) and it. A run that handled none leaves the
+  // position as it found it. nullopt when the cursor is ahead of `first`
   // (cannot happen for one incarnation; treated as no position). Call
   // once, before Advance.
   std::optional<uint64_t> Resume(uint64_t first);

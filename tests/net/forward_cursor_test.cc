@@ -23,9 +23,11 @@ class ForwardCursorTest : public ::testing::Test {
     std::filesystem::create_directories(root_.root() + "/" +
                                         root_.options().instance);
   }
-  std::unique_ptr<ForwardCursor> Open(uint64_t incarnation = 7) {
+  // `start`: where the run's watcher starts (the channel's next index).
+  std::unique_ptr<ForwardCursor> Open(uint64_t incarnation = 7,
+                                      uint64_t start = 0) {
     auto c = ForwardCursor::Open(root_.options(), "/robot/scan", "robot",
-                                 incarnation);
+                                 incarnation, start);
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? std::move(*c) : nullptr;
   }
@@ -33,10 +35,10 @@ class ForwardCursorTest : public ::testing::Test {
 };
 
 TEST_F(ForwardCursorTest, ALaterRunCountsWhatWasSentBetweenRuns) {
-  auto first = Open();
+  // The first run ever starts at 5: what came before it is not a loss.
+  auto first = Open(7, /*start=*/5);
   ASSERT_NE(first, nullptr);
-  // The first run ever: what came before it is not a loss.
-  EXPECT_EQ(first->Resume(5), std::nullopt);
+  EXPECT_EQ(first->Resume(5), 0u);
   first->Advance(5);
   first->Advance(6);
   first.reset();
@@ -47,8 +49,9 @@ TEST_F(ForwardCursorTest, ALaterRunCountsWhatWasSentBetweenRuns) {
   second->Advance(10);
   second.reset();
 
-  // A run that handled nothing leaves the position where it was.
-  Open().reset();
+  // A run that handled nothing leaves the position where it was, wherever
+  // its watcher started.
+  Open(7, /*start=*/30).reset();
   auto fourth = Open();
   EXPECT_EQ(fourth->Resume(11), 0u);
   // Ahead of the first index seen: no position, not a huge count.
@@ -61,13 +64,15 @@ TEST_F(ForwardCursorTest, ANewIncarnationOrAForeignFileStartsAfresh) {
   c->Advance(100);
   const std::string path = c->path();
   c.reset();
-  // The channel was removed and made again: its indices start over.
-  EXPECT_EQ(Open(/*incarnation=*/8)->Resume(3), std::nullopt);
+  // The channel was removed and made again: its indices start over, from
+  // where this run starts.
+  EXPECT_EQ(Open(/*incarnation=*/8, /*start=*/3)->Resume(3), 0u);
   std::ofstream(path, std::ios::trunc) << "not a cursor";
-  EXPECT_EQ(Open(/*incarnation=*/8)->Resume(3), std::nullopt);
+  EXPECT_EQ(Open(/*incarnation=*/8, /*start=*/2)->Resume(3), 1u);
   std::filesystem::remove(path);
   std::filesystem::create_directory(path);
-  auto refused = ForwardCursor::Open(root_.options(), "/robot/scan", "robot", 8);
+  auto refused =
+      ForwardCursor::Open(root_.options(), "/robot/scan", "robot", 8, 0);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("is not a regular file: remove it"),
             std::string::npos)
@@ -79,7 +84,8 @@ TEST_F(ForwardCursorTest, ThePositionSurvivesASigkill) {
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    auto c = ForwardCursor::Open(root_.options(), "/robot/scan", "robot", 7);
+    auto c = ForwardCursor::Open(root_.options(), "/robot/scan", "robot", 7,
+                                 /*start=*/2);
     if (!c.ok()) ::_exit(2);
     (*c)->Resume(2);
     (*c)->Advance(41);
@@ -90,6 +96,28 @@ TEST_F(ForwardCursorTest, ThePositionSurvivesASigkill) {
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFSIGNALED(status));
   EXPECT_EQ(Open()->Resume(50), 8u);  // 42..49
+}
+
+TEST_F(ForwardCursorTest, AFirstRunThatDiedBeforeItsFirstForwardLeftAPosition) {
+  // Started at 12, killed before any message came: nothing handled.
+  Open(7, /*start=*/12).reset();
+  // The next run starts later; its first message is 20: 12..19 were sent
+  // while no bridge forwarded them.
+  EXPECT_EQ(Open(7, /*start=*/18)->Resume(20), 8u);
+}
+
+TEST_F(ForwardCursorTest, AFileWithNoPositionTakesThisRunsStart) {
+  // What a build before `start` left when no run had handled a message.
+  Open(7).reset();
+  const std::string path = shm::Channel::CompanionPathFor(
+      root_.options(), "/robot/scan", ForwardCursor::kKind, "robot");
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    const uint64_t none = ~uint64_t{0};
+    f.seekp(16);
+    f.write(reinterpret_cast<const char*>(&none), sizeof(none));
+  }
+  EXPECT_EQ(Open(7, /*start=*/4)->Resume(6), 2u);
 }
 
 }  // namespace

@@ -371,8 +371,13 @@ TEST_F(NetBridgeTest, ReliableChannelArrivesByteIdenticalWithNothingLost) {
 // started again, as a launcher restarts a crashed node: what was sent while
 // it was down never crosses, and it says exactly how many, from where its
 // last run stopped; the receiving side hears of them with the first frame
-// it can get.
-TEST_F(NetBridgeTest, MessagesSentWhileTheSendingBridgeWasDownAreCounted) {
+// it can get. Killed after it forwarded some messages, or in its first run
+// before it forwarded any (its watcher's start is then the position).
+class NetBridgeRestartTest : public NetBridgeTest,
+                             public ::testing::WithParamInterface<bool> {};
+
+TEST_P(NetBridgeRestartTest, MessagesSentWhileTheSendingBridgeWasDownAreCounted) {
+  const bool forward_first = GetParam();
   std::unique_ptr<transport::ChannelHandle> a;
   std::unique_ptr<transport::ChannelHandle> b =
       ForwardScan(&a, {"/robot/scan", "out", "reliable"});
@@ -382,10 +387,12 @@ TEST_F(NetBridgeTest, MessagesSentWhileTheSendingBridgeWasDownAreCounted) {
   ASSERT_TRUE(pub.ok()) << pub.status();
   std::map<uint64_t, std::vector<std::byte>> sent;
   uint64_t next = 0;
-  ASSERT_TRUE(PublishUntilMoreThan(**pub, &next, sent, got, 0));
-  // Everything sent so far crossed (else the kill would catch one in
-  // flight, and that one would rightly be counted too).
-  ASSERT_TRUE(WaitFor([&] { return got.Has(next - 1); }, kLong));
+  if (forward_first) {
+    ASSERT_TRUE(PublishUntilMoreThan(**pub, &next, sent, got, 0));
+    // Everything sent so far crossed (else the kill would catch one in
+    // flight, and that one would rightly be counted too).
+    ASSERT_TRUE(WaitFor([&] { return got.Has(next - 1); }, kLong));
+  }
 
   ASSERT_EQ(::kill(pid_[0], SIGKILL), 0);
   ASSERT_TRUE(WaitFor([&] { return hosts_->Exited(pid_[0]).has_value(); },
@@ -434,6 +441,13 @@ TEST_F(NetBridgeTest, MessagesSentWhileTheSendingBridgeWasDownAreCounted) {
   EXPECT_LE(in->lost_at_sender, kWhileDown);
   EXPECT_EQ(got.missed(), 0u);
 }
+
+INSTANTIATE_TEST_SUITE_P(AfterForwarding, NetBridgeRestartTest,
+                         ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "AfterItForwarded"
+                                          : "InItsFirstRunBeforeItForwarded";
+                         });
 
 // The link is cut for longer than the lease (the peers lose each other) and
 // restored: the bridges find each other again and every message that did
