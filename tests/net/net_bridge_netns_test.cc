@@ -26,6 +26,7 @@
 #include "capnp/serialize.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "net/forward_cursor.h"
 #include "tests/net/two_hosts.h"
 #include "tests/shm/shm_test_util.h"
 #include "tests/transport/framing_test.capnp.h"
@@ -448,6 +449,40 @@ INSTANTIATE_TEST_SUITE_P(AfterForwarding, NetBridgeRestartTest,
                            return p.param ? "AfterItForwarded"
                                           : "InItsFirstRunBeforeItForwarded";
                          });
+
+// The cursor cannot be kept (here a directory is where its file goes; a
+// full filesystem or another user's file would do the same): the bridge
+// forwards as ever and says, in the channel's detail and on stderr, that
+// messages sent while it is not running will not be counted.
+TEST_F(NetBridgeTest, ABridgeWithoutItsCursorForwardsAndSaysWhatItWillNotCount) {
+  auto a = MakeChannel(0, "/robot/scan", SampleType());
+  ASSERT_NE(a, nullptr);
+  const std::string cursor = shm::Channel::CompanionPathFor(
+      options_[0], "/robot/scan", ForwardCursor::kKind, "a");
+  ASSERT_TRUE(std::filesystem::create_directory(cursor)) << cursor;
+  StartBridge(1, {{"/robot/scan", "in"}});
+  StartBridge(0, {{"/robot/scan", "out", "reliable"}});
+  std::unique_ptr<transport::ChannelHandle> b;
+  ASSERT_TRUE(WaitFor([&] { return (b = Open(1, "/robot/scan")) != nullptr; },
+                      kLong));
+  ASSERT_TRUE(WaitFor([&] { return Linked("/robot/scan"); }, kLong));
+  Collector got(std::move(b));
+  auto pub = transport::RawPublisher::Create(a.get());
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  std::map<uint64_t, std::vector<std::byte>> sent;
+  uint64_t next = 0;
+  ASSERT_TRUE(PublishUntilMoreThan(**pub, &next, sent, got, 0));
+  auto out = Status(0, "/robot/scan", status::Direction::OUT);
+  ASSERT_TRUE(out);
+  EXPECT_THAT(out->detail,
+              HasSubstr("messages sent while this bridge is not running will "
+                        "not be counted"));
+  EXPECT_THAT(out->detail, HasSubstr("is not a regular file: remove it"));
+  EXPECT_THAT(ReadFile(absl::StrCat(TmpDir(), "/bridge-a-", ::getpid(),
+                                    ".log")),
+              HasSubstr("will not be counted"));
+  std::filesystem::remove(cursor);
+}
 
 // The link is cut for longer than the lease (the peers lose each other) and
 // restored: the bridges find each other again and every message that did
