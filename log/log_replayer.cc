@@ -52,11 +52,14 @@ absl::StatusOr<const transport::StackConfig*> LogReplayer::stack() {
   if (stack_.has_value()) return &*stack_;
   std::vector<std::pair<std::string, ChannelDescription>> channels;
   for (const ReplayChannel& rc : plan_) {
-    channels.emplace_back(rc.name, *rc.logged->description);
+    channels.emplace_back(rc.name, rc.description);
   }
+  // A taken-over channel has the shape of its replayed original (every
+  // incarnation's, ReplayChannel::description).
   for (const std::string& name : taken_over_) {
-    const LogChannel* c = reader_->FindChannel(name);
-    channels.emplace_back(name, *c->description);
+    for (const ReplayChannel& rc : plan_) {
+      if (rc.logged->name == name) channels.emplace_back(name, rc.description);
+    }
   }
   for (const auto& extra : options_.extra_channels) channels.push_back(extra);
   absl::StatusOr<transport::StackConfig> s =
@@ -109,9 +112,12 @@ absl::Status LogReplayer::Register(loop::SimulatedEventLoopFactory* factory) {
                           absl::StrCat("replaying ", rc.logged->name, " on ",
                                        rc.name, ": ", sender.status().message()));
     }
-    senders_[rc.logged->id] = std::move(*sender);
-    names_[rc.logged->id] = rc.name;
-    read.channels.insert(rc.logged->id);
+    for (uint16_t id : rc.ids) {
+      sender_of_[id] = sender->get();
+      names_[id] = rc.name;
+      read.channels.insert(id);
+    }
+    senders_.push_back(std::move(*sender));
   }
   read.start_ns = range_start_ns_;
   read.end_ns = range_end_ns_;
@@ -128,7 +134,7 @@ absl::Status LogReplayer::Register(loop::SimulatedEventLoopFactory* factory) {
 void LogReplayer::PublishDue() {
   const int64_t now = static_cast<int64_t>(loop::ToMonotonicNs(loop_->monotonic_now()));
   while (has_next_ && next_.monotonic_send_ns <= now) {
-    loop::RawSender* sender = senders_[next_.channel->id].get();
+    loop::RawSender* sender = sender_of_[next_.channel->id];
     transport::SendTimes times;
     times.monotonic_ns = static_cast<uint64_t>(next_.monotonic_send_ns);
     times.realtime_ns = static_cast<uint64_t>(next_.realtime_send_ns);

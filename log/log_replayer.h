@@ -134,7 +134,9 @@ class LogReplayer {
 
   loop::EventLoop* loop_ = nullptr;
   loop::TimerHandle* timer_ = nullptr;
-  std::map<uint16_t, std::unique_ptr<loop::RawSender>> senders_;
+  std::vector<std::unique_ptr<loop::RawSender>> senders_;  // one a channel
+  // By MCAP channel id (several ids may share one: ReplayChannel::ids).
+  std::map<uint16_t, loop::RawSender*> sender_of_;
   std::map<uint16_t, std::string> names_;
   std::unique_ptr<LogCursor> cursor_;
   LogMessage next_;

@@ -93,7 +93,7 @@ absl::Status RealtimeReplay::Prepare(const std::string& path) {
   std::vector<std::unique_ptr<transport::ChannelHandle>> opened(plan_.size());
   for (size_t i = 0; i < plan_.size(); ++i) {
     const ReplayChannel& rc = plan_[i];
-    const ChannelDescription& logged = *rc.logged->description;
+    const ChannelDescription& logged = rc.description;
     absl::StatusOr<std::unique_ptr<transport::ChannelHandle>> h =
         transport::ChannelHandle::Open(options_.channels, rc.name);
     if (h.ok()) {
@@ -128,7 +128,7 @@ absl::Status RealtimeReplay::Prepare(const std::string& path) {
     ReplayedChannel info;
     info.logged_name = rc.logged->name;
     info.name = rc.name;
-    info.type_name = rc.logged->description->type_name;
+    info.type_name = rc.description.type_name;
     if (opened[i] == nullptr) {
       absl::StatusOr<std::unique_ptr<transport::ChannelHandle>> h =
           transport::ChannelHandle::Create(options_.channels,
@@ -146,7 +146,7 @@ absl::Status RealtimeReplay::Prepare(const std::string& path) {
                        " (are the nodes that publish it running? replay into "
                        "another --instance or remap it)"));
     }
-    by_channel_[rc.logged->id] = pub->get();
+    for (uint16_t id : rc.ids) by_channel_[id] = pub->get();
     publishers_.push_back(std::move(*pub));
     handles_.push_back(std::move(opened[i]));
     channels_.push_back(std::move(info));
@@ -286,7 +286,9 @@ absl::Status RealtimeReplay::Run(const std::function<bool()>& stop) {
   ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   absl::Status first_error;
   LogReadOptions read;
-  for (const ReplayChannel& rc : plan_) read.channels.insert(rc.logged->id);
+  for (const ReplayChannel& rc : plan_) {
+    read.channels.insert(rc.ids.begin(), rc.ids.end());
+  }
   read.start_ns = range_start_ns_;
   read.end_ns = range_end_ns_;
   const int64_t span = range_end_ns_ - range_start_ns_;

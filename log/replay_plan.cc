@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -23,8 +24,33 @@ bool IsGlob(const std::string& p) {
 
 std::string Names(const LogReader& reader) {
   std::vector<std::string> names;
-  for (const LogChannel& c : reader.channels()) names.push_back(c.name);
+  std::set<std::string> seen;
+  for (const LogChannel& c : reader.channels()) {
+    if (seen.insert(c.name).second) names.push_back(c.name);
+  }
   return absl::StrJoin(names, ", ");
+}
+
+// Adds the later incarnation `c` of `rc`'s channel to it (see
+// ReplayChannel), or says why the two cannot share one channel.
+absl::Status AddIncarnation(ReplayChannel& rc, const LogChannel& c) {
+  const ChannelDescription& d = *c.description;
+  ChannelDescription& into = rc.description;
+  if (d.type_id != into.type_id) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot replay ", c.name, ": it was re-created as another type while "
+        "it was recorded (", into.type_name, ", then ", d.type_name,
+        "), and one channel carries one type; leave it out (--channels "
+        "names the others) and read its messages with tether log cat"));
+  }
+  into.max_size = std::max(into.max_size, d.max_size);
+  into.queue_depth = std::max(into.queue_depth, d.queue_depth);
+  into.max_publishers = std::max(into.max_publishers, d.max_publishers);
+  into.max_pinned = std::max(into.max_pinned, d.max_pinned);
+  into.frequency_hz = std::max(into.frequency_hz, d.frequency_hz);
+  into.schema = d.schema;
+  rc.ids.push_back(c.id);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -86,8 +112,17 @@ absl::StatusOr<std::vector<ReplayChannel>> PlanReplay(
       }
       continue;
     }
+    auto earlier = std::find_if(out.begin(), out.end(), [&](const auto& rc) {
+      return rc.logged->name == c.name;
+    });
+    if (earlier != out.end()) {
+      if (absl::Status s = AddIncarnation(*earlier, c); !s.ok()) return s;
+      continue;
+    }
     ReplayChannel rc;
     rc.logged = &c;
+    rc.ids = {c.id};
+    rc.description = *c.description;
     auto it = rename.find(c.name);
     rc.name = it == rename.end() ? c.name : it->second;
     out.push_back(std::move(rc));
@@ -118,7 +153,7 @@ absl::StatusOr<std::vector<ReplayChannel>> PlanReplay(
 absl::Status LoadReplaySchemas(const std::vector<ReplayChannel>& channels,
                                transport::SchemaRegistry* schemas) {
   for (const ReplayChannel& rc : channels) {
-    const ChannelDescription& d = *rc.logged->description;
+    const ChannelDescription& d = rc.description;
     std::vector<uint64_t> words((d.schema.size() + 7) / 8);
     if (!d.schema.empty()) std::memcpy(words.data(), d.schema.data(), d.schema.size());
     if (absl::Status s = schemas->AddCodeGeneratorRequest(

@@ -19,9 +19,21 @@
 
 namespace tether::log {
 
-// One logged channel and the name it is replayed on.
+// One logged channel and the name it is replayed on. A channel re-created
+// with another queue shape while it was recorded is in the log once per
+// shape, every time under its name (the logger keeps one MCAP channel per
+// shape): all of them are played on the one channel, in log order.
 struct ReplayChannel {
-  const LogChannel* logged = nullptr;  // owned by the LogReader
+  // The logged channel (its first MCAP channel); owned by the LogReader.
+  const LogChannel* logged = nullptr;
+  // The MCAP channels played on `name`: logged's and those of the
+  // channel's later incarnations.
+  std::vector<uint16_t> ids;
+  // The channel the replay makes (or expects to find): logged's
+  // description; for several incarnations, every queue dimension the
+  // largest any of them had (so each message fits and no burst overflows
+  // what it did not then) and the last one's schema.
+  ChannelDescription description;
   std::string name;
 };
 
@@ -35,7 +47,9 @@ absl::StatusOr<std::pair<std::string, std::string>> ParseRemap(
 // be valid): a remap of a channel the log lacks, a selection matching
 // nothing, an explicitly selected channel that cannot be replayed, two
 // channels onto one name. Channels skipped because they cannot be replayed
-// (no tether metadata) are described in `*notes`.
+// (no tether metadata) are described in `*notes`. A channel logged under
+// one name with two types (re-created as another type while recorded)
+// cannot be replayed on one channel: FailedPrecondition naming both.
 absl::StatusOr<std::vector<ReplayChannel>> PlanReplay(
     const LogReader& reader, const std::vector<std::string>& select,
     const std::vector<std::pair<std::string, std::string>>& remaps,

@@ -1,7 +1,9 @@
 // Real-time replay into shared memory: bytes and logged send times arrive
 // unchanged on channels it creates with the logged shape; remapping; an
 // existing channel of another shape refused with both sides named; a range;
-// looping with increasing times; pause and step.
+// looping with increasing times; pause and step; a channel re-created while
+// it was recorded (another shape: played whole on one channel, in both
+// replays; another type: refused).
 #include "log/realtime_replay.h"
 
 #include <time.h>
@@ -13,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "log/log_reader.h"
+#include "log/log_replayer.h"
 #include "log/logger.h"
 #include "tests/log/log_test_util.h"
 #include "tests/shm/shm_test_util.h"
@@ -422,6 +425,127 @@ TEST(RealtimeReplaySlow, ALongPauseAtTheSlowestRateWaitsInsteadOfWrapping) {
           .ok());
   EXPECT_EQ((*replay)->progress().messages, 1u)
       << "the second message is due in 10^19 ns, not now";
+}
+
+// Records /a, re-created while recorded: `first` messages of a first
+// incarnation (depth 8, max size 1024), then `second` of one of `type2`
+// (depth 32, max size 4096). Returns the bytes sent, in order.
+std::vector<std::vector<std::byte>> LogAReCreatedChannel(
+    const std::string& path, int first, int second, const char* type2) {
+  shm::testing::ScopedRoot root;
+  transport::SchemaRegistry schemas;
+  RegisterTestTypes(schemas);
+  LoggerOptions o = LogTo(root.options(), path);
+  o.period = std::chrono::milliseconds(2);
+  std::vector<std::vector<std::byte>> sent;
+  auto a = MakeChannel(root.options(), schemas, "/a", kScalarsType,
+                       {.max_size = 1024, .depth = 8, .publishers = 1});
+  auto logger = Logger::Start(o);
+  EXPECT_TRUE(logger.ok());
+  {
+    auto pub = transport::RawPublisher::Create(a.get());
+    for (int i = 0; i < first; ++i) {
+      sent.push_back(ScalarsMessage(i));
+      PublishBytes(**pub, sent.back());
+    }
+  }
+  EXPECT_TRUE(WaitFor([&] { return (*logger)->stats().messages == size_t(first); }));
+  a.reset();
+  EXPECT_TRUE(shm::Channel::Remove(root.options(), "/a").ok());
+  a = MakeChannel(root.options(), schemas, "/a", type2,
+                  {.max_size = 4096, .depth = 32, .publishers = 2});
+  auto pub = transport::RawPublisher::Create(a.get());
+  for (int i = 0; i < second; ++i) {
+    sent.push_back(type2 == std::string(kScalarsType) ? ScalarsMessage(100 + i)
+                                                      : SampleMessage(i));
+    PublishBytes(**pub, sent.back());
+  }
+  EXPECT_TRUE(WaitFor(
+      [&] { return (*logger)->stats().messages == size_t(first + second); }));
+  EXPECT_TRUE((*logger)->Stop().ok());
+  return sent;
+}
+
+// A channel re-created with another queue shape while it was recorded (the
+// log holds it twice under one name): both incarnations play, in order, on
+// one channel made large enough for either.
+TEST_F(RealtimeReplayTest, PlaysAChannelReCreatedWithAnotherShapeOnOneChannel) {
+  const std::string path = TempFile("recreated.mcap");
+  const auto sent = LogAReCreatedChannel(path, 5, 7, kScalarsType);
+  {
+    auto reader = LogReader::Open(path);
+    ASSERT_TRUE(reader.ok());
+    int named_a = 0;
+    for (const LogChannel& c : (*reader)->channels()) named_a += c.name == "/a";
+    ASSERT_EQ(named_a, 2) << "the logger kept one MCAP channel per shape";
+  }
+  auto replay = RealtimeReplay::Create(path, Options());
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  ASSERT_EQ((*replay)->channels().size(), 1u);
+  ASSERT_TRUE((*replay)->Run(nullptr).ok());
+  EXPECT_EQ((*replay)->progress().messages, 12u);
+  auto list = transport::ListChannels(root_.options());
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].params.queue_depth, 32u);
+  EXPECT_EQ((*list)[0].params.max_publishers, 2u);
+  const std::vector<Sent> got = Drain(root_.options(), "/a");
+  ASSERT_EQ(got.size(), sent.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].data, sent[i]) << "message " << i;
+  }
+}
+
+// The same log in simulated time (LogReplayer): both incarnations reach a
+// watcher of the one channel, in order, also when the code under test
+// takes the channel over (its original is replayed under /original).
+TEST(LogReplayerReCreated, PlaysEveryIncarnationOnOneChannel) {
+  const std::string path = TempFile("recreated-sim.mcap");
+  const auto sent = LogAReCreatedChannel(path, 5, 7, kScalarsType);
+  for (const bool take_over : {false, true}) {
+    shm::testing::ScopedRoot root;
+    LogReplayerOptions options;
+    options.shm_root = root.root();
+    if (take_over) options.taken_over = {"/a"};
+    auto replayer = LogReplayer::Open(path, options);
+    ASSERT_TRUE(replayer.ok()) << replayer.status();
+    auto factory = (*replayer)->MakeFactory();
+    ASSERT_TRUE(factory.ok()) << factory.status();
+    const std::string replayed = take_over ? "/original/a" : "/a";
+    loop::EventLoop* observer = (*factory)->MakeEventLoop("observer");
+    std::vector<std::vector<std::byte>> got;
+    ASSERT_TRUE(observer
+                    ->MakeRawWatcher(replayed,
+                                     [&](const transport::RawMessage& m) {
+                                       got.emplace_back(m.bytes.begin(),
+                                                        m.bytes.end());
+                                     })
+                    .ok());
+    (*factory)->RunFor(std::chrono::seconds(30));
+    EXPECT_EQ(got, sent) << replayed;
+    EXPECT_EQ((*replayer)->stats().messages, 12u);
+    // The replayed channel, and the one a node under test publishes when
+    // it takes /a over, are as large as the largest incarnation.
+    for (const std::string& name : {replayed, std::string("/a")}) {
+      auto h = (*factory)->channels().Find(name);
+      ASSERT_TRUE(h.ok()) << h.status();
+      EXPECT_EQ((*h)->params().queue_depth, 32u) << name;
+    }
+  }
+}
+
+// Re-created as another type: one channel cannot carry both; the error
+// names both types and what to do.
+TEST_F(RealtimeReplayTest, RefusesAChannelReCreatedAsAnotherTypeNamingBoth) {
+  const std::string path = TempFile("retyped.mcap");
+  (void)LogAReCreatedChannel(path, 3, 3, kSampleType);
+  auto replay = RealtimeReplay::Create(path, Options());
+  ASSERT_FALSE(replay.ok());
+  EXPECT_THAT(replay.status().message(),
+              HasSubstr("cannot replay /a: it was re-created as another type"));
+  EXPECT_THAT(replay.status().message(), HasSubstr(kScalarsType));
+  EXPECT_THAT(replay.status().message(), HasSubstr(kSampleType));
+  EXPECT_THAT(replay.status().message(), HasSubstr("--channels"));
 }
 
 TEST(ParseRemap, AcceptsOnlyAbsoluteNames) {
