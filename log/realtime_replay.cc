@@ -6,9 +6,14 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "capnp/any.h"
 #include "transport/framing.h"
 
@@ -284,7 +289,20 @@ bool RealtimeReplay::WaitUntilDue(int64_t t, const std::function<bool()>& stop) 
 absl::Status RealtimeReplay::Run(const std::function<bool()>& stop) {
   // Wake-ups within a microsecond of the due time, not the default 50 us.
   ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-  absl::Status first_error;
+  // Sends that failed (not malformed ones: NoteMalformed sums those), per
+  // replayed channel: how many and the first status.
+  std::map<std::string, std::pair<uint64_t, transport::PublishStatus>> failed;
+  const auto failures = [&failed] {
+    if (failed.empty()) return absl::OkStatus();
+    std::vector<std::string> parts;
+    for (const auto& [name, f] : failed) {
+      parts.push_back(absl::StrCat(name, " ", f.first, " (",
+                                   transport::ToString(f.second), ")"));
+    }
+    return absl::InternalError(absl::StrCat(
+        "publishing failed on ", failed.size(), " channel",
+        failed.size() == 1 ? "" : "s", ": ", absl::StrJoin(parts, ", ")));
+  };
   LogReadOptions read;
   for (const ReplayChannel& rc : plan_) {
     read.channels.insert(rc.ids.begin(), rc.ids.end());
@@ -314,7 +332,7 @@ absl::Status RealtimeReplay::Run(const std::function<bool()>& stop) {
       if (!WaitUntilDue(m.monotonic_send_ns, stop)) {
         std::lock_guard lock(mu_);
         progress_.done = true;
-        return first_error;
+        return failures();
       }
       transport::RawPublisher* pub = by_channel_[m.channel->id];
       transport::SendTimes times;
@@ -330,11 +348,8 @@ absl::Status RealtimeReplay::Run(const std::function<bool()>& stop) {
         ++progress_.malformed;
       } else if (r.status != transport::PublishStatus::kOk) {
         ++progress_.failed;
-        if (first_error.ok()) {
-          first_error = absl::InternalError(absl::StrCat(
-              "publishing on ", pub->channel()->name(), " failed: ",
-              transport::ToString(r.status)));
-        }
+        ++failed.try_emplace(pub->channel()->name(), 0, r.status)
+              .first->second.first;
       } else {
         ++progress_.messages;
       }
@@ -348,7 +363,7 @@ absl::Status RealtimeReplay::Run(const std::function<bool()>& stop) {
   }
   std::lock_guard lock(mu_);
   progress_.done = true;
-  return first_error;
+  return failures();
 }
 
 }  // namespace tether::log

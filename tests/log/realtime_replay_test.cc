@@ -6,7 +6,11 @@
 // replays; another type: refused).
 #include "log/realtime_replay.h"
 
+#include <fcntl.h>
 #include <time.h>
+#include <unistd.h>
+
+#include <cstddef>
 
 #include <atomic>
 #include <thread>
@@ -17,6 +21,7 @@
 #include "log/log_reader.h"
 #include "log/log_replayer.h"
 #include "log/logger.h"
+#include "shm/layout.h"
 #include "tests/log/log_test_util.h"
 #include "tests/shm/shm_test_util.h"
 
@@ -211,6 +216,32 @@ TEST_F(RealtimeReplayTest, RefusesAnExistingChannelOfAnotherShapeNamingBothSides
   EXPECT_THAT(e, HasSubstr("queue depth 16"));
   EXPECT_THAT(e, HasSubstr("queue depth 512"));
   EXPECT_THAT(e, HasSubstr(":=/other/name"));
+}
+
+// Sends that fail on several channels (here both channels' memory turns
+// corrupt after the replay opened them): the error names every one, with
+// how many failed and why, not only the first.
+TEST_F(RealtimeReplayTest, NamesEveryChannelWhosePublishingFailed) {
+  auto replay = RealtimeReplay::Create(*path_, Options());
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  for (const char* name : {"/a", "/b"}) {
+    auto h = transport::ChannelHandle::Open(root_.options(), name);
+    ASSERT_TRUE(h.ok()) << h.status();
+    const int fd = ::open((*h)->path().c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    const uint64_t beyond = ~uint64_t{0};
+    ASSERT_EQ(::pwrite(fd, &beyond, sizeof(beyond),
+                       offsetof(shm::internal::ChannelHeader, tail)),
+              static_cast<ssize_t>(sizeof(beyond)));
+    ::close(fd);
+  }
+  const absl::Status s = (*replay)->Run(nullptr);
+  ASSERT_FALSE(s.ok());
+  const std::string e(s.message());
+  EXPECT_THAT(e, HasSubstr("publishing failed on 2 channels"));
+  EXPECT_THAT(e, HasSubstr("/a 100 (channel shared memory is corrupt)"));
+  EXPECT_THAT(e, HasSubstr("/b 100 (channel shared memory is corrupt)"));
+  EXPECT_EQ((*replay)->progress().failed, 200u);
 }
 
 TEST_F(RealtimeReplayTest, ReusesAMatchingChannelButNeedsAFreePublisherSlot) {
