@@ -1,5 +1,6 @@
 #include "log/log_format.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "absl/status/status.h"
@@ -136,10 +137,12 @@ absl::StatusOr<ChannelDescription> ParseChannelDescription(
     }
   }
   if ((v = get(kFrequency)) == nullptr) return missing(kFrequency);
-  if (!absl::SimpleAtod(*v, &d.frequency_hz)) {
+  // SimpleAtod takes "nan" and "inf" too: a rate is finite and not negative.
+  if (!absl::SimpleAtod(*v, &d.frequency_hz) || !std::isfinite(d.frequency_hz) ||
+      d.frequency_hz < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "channel ", channel.topic, ": ", kFrequency, " '", *v,
-        "' is not a number"));
+        "' is not a rate (a finite number of hertz, 0 or more)"));
   }
   if (schema == nullptr || schema->encoding != kCapnpEncoding) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -18,7 +18,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "log/log_format.h"
 #include "log/log_reader.h"
+#include "log/mcap_writer.h"
 #include "log/log_replayer.h"
 #include "log/logger.h"
 #include "shm/layout.h"
@@ -577,6 +579,44 @@ TEST_F(RealtimeReplayTest, RefusesAChannelReCreatedAsAnotherTypeNamingBoth) {
   EXPECT_THAT(replay.status().message(), HasSubstr(kScalarsType));
   EXPECT_THAT(replay.status().message(), HasSubstr(kSampleType));
   EXPECT_THAT(replay.status().message(), HasSubstr("--channels"));
+}
+
+// A log whose channel metadata gives a rate that is not one ("nan",
+// "inf", negative: another writer, or a damaged file): the channel is not
+// replayable, and the reason names the key and the value (it used to pass
+// as a number and fail later inside the generated stack config).
+TEST(RealtimeReplayBadMetadata, ARateThatIsNotOneMakesTheChannelUnreplayable) {
+  for (const char* bad : {"nan", "inf", "-5"}) {
+    shm::testing::ScopedRoot root;
+    transport::SchemaRegistry schemas;
+    RegisterTestTypes(schemas);
+    auto a = MakeChannel(root.options(), schemas, "/a", kScalarsType);
+    const ChannelDescription d = DescribeChannel(*a);
+    mcap::KeyValueMap meta = ChannelMetadata(d);
+    meta["tether.frequency_hz"] = bad;
+    const std::string path = TempFile("bad-rate.mcap");
+    {
+      McapWriterOptions wo;
+      wo.overwrite = true;
+      auto w = McapWriter::Create(path, wo);
+      ASSERT_TRUE(w.ok()) << w.status();
+      auto schema = (*w)->AddSchema(d.type_name, "capnproto", d.schema);
+      ASSERT_TRUE(schema.ok());
+      auto id = (*w)->AddChannel(*schema, "/a", "capnproto", meta);
+      ASSERT_TRUE(id.ok());
+      const std::vector<std::byte> m = ScalarsMessage(1);
+      ASSERT_TRUE((*w)->WriteMessage({*id, 0, 1000, 1000, m}, {}).ok());
+      ASSERT_TRUE((*w)->Close().ok());
+    }
+    RealtimeReplayOptions o;
+    o.channels = root.options();
+    o.select = {"/a"};
+    auto replay = RealtimeReplay::Create(path, o);
+    ASSERT_FALSE(replay.ok()) << bad;
+    EXPECT_THAT(std::string(replay.status().message()),
+                HasSubstr(absl::StrCat("tether.frequency_hz '", bad,
+                                       "' is not a rate")));
+  }
 }
 
 TEST(ParseRemap, AcceptsOnlyAbsoluteNames) {
