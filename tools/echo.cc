@@ -74,6 +74,7 @@ int RunEcho(const EchoOptions& options, std::ostream& out, std::ostream& err) {
       options.rate_hz > 0 ? static_cast<int64_t>(1e9 / options.rate_hz) : 0;
   int64_t next_print_ns = 0;
   uint64_t printed = 0, skipped = 0, missed = 0, bad = 0;
+  std::string first_bad;  // why the first undecodable message was
   uint64_t reported_missed = 0;  // the part of `missed` the reader reported
   std::vector<uint64_t> copy;  // unpinned: aligned copy of the message
   // Types decoded by another package's binary (bridged ROS messages: the
@@ -157,7 +158,7 @@ int RunEcho(const EchoOptions& options, std::ostream& out, std::ostream& err) {
       break;
     }
     if (!json.ok()) {
-      ++bad;
+      if (bad++ == 0) first_bad = std::string(json.status().message());
       err << "tether echo: queue index " << m.context.queue_index << ": "
           << json.status().message() << "\n";
       continue;
@@ -178,8 +179,20 @@ int RunEcho(const EchoOptions& options, std::ostream& out, std::ostream& err) {
   if (exit_code == kExitOk && printed == 0 && bad > 0) {
     // Messages came, and not one of them could be shown.
     err << "tether echo: " << options.channel << ": none of the " << bad
-        << " messages received decodes as " << channel->handle->type_name()
-        << "; a process writing this channel sends invalid bytes\n";
+        << " messages received ";
+    if (package_decoder != nullptr) {
+      // The envelope may be sound and only what it carries bad (a ROS
+      // message that does not match the definition it came with): say what
+      // the decoder said rather than blame the channel's type.
+      err << "could be decoded by "
+          << PackageDecoderFor(channel->handle->type_id())->path
+          << " (the first: " << first_bad
+          << "); the process writing this channel, or what feeds it, sends "
+             "bad data\n";
+    } else {
+      err << "decodes as " << channel->handle->type_name()
+          << "; a process writing this channel sends invalid bytes\n";
+    }
     exit_code = kExitFailure;
   }
   return exit_code;

@@ -162,6 +162,36 @@ TEST_F(RosEchoTest, UndecodableRosDataIsCountedAndEchoGoesOn) {
       << out;
 }
 
+// Only bad ROS data (each envelope sound, what it carries not): the summary
+// says what the decoder found, not that the envelope type does not decode.
+TEST_F(RosEchoTest, OnlyBadRosDataIsSaidToBeTheDataNotTheEnvelope) {
+  Publish({200, 0, 0, 0, 'x'});  // says 200 bytes of string, has 1
+  Publish({9, 0, 0, 0});
+  std::vector<std::string> argv = {testing::Runfile("tools/tether"),
+                                   "echo",       "/ros/chatter",
+                                   "--root",     root_.root(),
+                                   "--instance", "test",
+                                   "--from-oldest"};
+  testing::Process echo(argv, {},
+                        testing::TmpDir() + "/echo-bad" +
+                            std::to_string(serial_++) + ".log");
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return echo.Output().find("queue index 1: ") != std::string::npos;
+      },
+      std::chrono::milliseconds(20000)))
+      << echo.Output();
+  EXPECT_EQ(echo.Stop(), 1);
+  const std::string out = echo.Output();
+  EXPECT_NE(out.find("0 printed, missed 0, 2 undecodable"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("none of the 2 messages received could be decoded by "
+                     "ros_bridge/ros_json (the first: "),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("decodes as"), std::string::npos) << out;
+}
+
 TEST_F(RosEchoTest, WithoutTheDecoderItSaysWhatToBuild) {
   Publish(RosString("unseen"));
   int code = -1;
