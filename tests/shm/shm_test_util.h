@@ -22,14 +22,28 @@
 
 namespace tether::shm::testing {
 
-// rm -rf `path` (not following symbolic links).
+// rm -rf `path` (not following symbolic links). An entry that cannot be
+// removed does not stop the walk (nftw stops at the first callback that
+// returns non-zero, which left the rest of a test's channels behind when
+// one entry had gone already); a second walk takes what the first could
+// not (a directory that was not empty yet), and what is left after it is
+// named on stderr, so a leak is seen, not found days later in /dev/shm.
 inline void RemoveTree(const std::string& path) {
-  ::nftw(
-      path.c_str(),
-      [](const char* p, const struct stat*, int, struct FTW*) {
-        return ::remove(p);
-      },
-      16, FTW_DEPTH | FTW_PHYS);
+  const auto walk = [&path] {
+    ::nftw(
+        path.c_str(),
+        [](const char* p, const struct stat*, int, struct FTW*) {
+          (void)::remove(p);
+          return 0;
+        },
+        16, FTW_DEPTH | FTW_PHYS);
+  };
+  struct stat st;
+  for (int i = 0; i < 2 && ::lstat(path.c_str(), &st) == 0; ++i) walk();
+  if (::lstat(path.c_str(), &st) == 0) {
+    std::fprintf(stderr, "test cleanup: could not remove all of %s\n",
+                 path.c_str());
+  }
 }
 
 // A fresh /dev/shm/tether-test-<pid>-<n>-<random> root, removed in the
