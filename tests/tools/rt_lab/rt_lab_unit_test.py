@@ -29,6 +29,11 @@ INIT = os.path.join(RUNFILES, "tools/rt_lab/init.sh")
 spec = importlib.util.spec_from_file_location("rt_lab", LAB)
 rt_lab = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(rt_lab)
+# Its parts, on the path rt_lab.py put its own folder on.
+import lab_common  # noqa: E402
+import lab_guest  # noqa: E402
+import lab_kernels  # noqa: E402
+import lab_results  # noqa: E402
 
 DEADLINES_JSON = (
     '{"deadlines":{"cpu":1,"period_us":500,"rows":['
@@ -76,10 +81,10 @@ def guest_report(verdict="soft", conformance_failed=0, skip_last_end=False):
 
 
 def judged(text, expect="soft", timed_out=False):
-    r = rt_lab.parse_results(text)
+    r = lab_results.parse_results(text)
     r.update(label="k", expect=expect, wall_s=60, timed_out=timed_out,
              console="/nonexistent")
-    return {c["name"]: c for c in rt_lab.judge(r)}
+    return {c["name"]: c for c in lab_results.judge(r)}
 
 
 def read_newc(path):
@@ -104,7 +109,7 @@ def read_newc(path):
 
 class RtLabTest(unittest.TestCase):
     def test_parses_the_guest_report(self):
-        r = rt_lab.parse_results(guest_report())
+        r = lab_results.parse_results(guest_report())
         self.assertTrue(r["begun"] and r["done"])
         self.assertEqual(r["facts"]["realtime"], "1")
         self.assertEqual(r["order"][0], "doctor")
@@ -114,18 +119,18 @@ class RtLabTest(unittest.TestCase):
         self.assertEqual(r["steps"]["deadlines"]["json"]["deadlines"]["cpu"], 1)
 
     def test_counts_googletest_results(self):
-        self.assertEqual(rt_lab.gtest_counts(
+        self.assertEqual(lab_results.gtest_counts(
             ["[  PASSED  ] 36 tests.", "[  SKIPPED ] 1 test, listed below:",
              "[  SKIPPED ] A.B", "[  FAILED  ] 2 tests, listed below:",
              "[  FAILED  ] A.C", "[  FAILED  ] A.D"]), (36, 2, 1))
-        self.assertEqual(rt_lab.gtest_counts(["[  PASSED  ] 1 test."]), (1, 0, 0))
+        self.assertEqual(lab_results.gtest_counts(["[  PASSED  ] 1 test."]), (1, 0, 0))
         # --gtest_brief=1: the failed test's own line and no closing list.
-        self.assertEqual(rt_lab.gtest_counts(
+        self.assertEqual(lab_results.gtest_counts(
             ["[  FAILED  ] All/T.Talks/FutexWaitv, where GetParam() = 4-byte "
              "object <02-00 00-00> (792 ms)",
              "[==========] 39 tests from 1 test suite ran. (16508 ms total)",
              "[  PASSED  ] 38 tests."]), (38, 1, 0))
-        self.assertEqual(rt_lab.gtest_failed_names(
+        self.assertEqual(lab_results.gtest_failed_names(
             ["[  FAILED  ] A.C (3 ms)", "[  FAILED  ] 1 test, listed below:",
              "[  FAILED  ] A.C"]), ["A.C"])
 
@@ -181,7 +186,7 @@ class RtLabTest(unittest.TestCase):
                 f.write("#!/bin/busybox sh\n")
             os.chmod(os.path.join(root, "init"), 0o755)
             os.symlink("busybox", os.path.join(root, "lab", "bin", "sh"))
-            rt_lab.cpio_newc(root, os.path.join(d, "initrd.gz"))
+            lab_guest.cpio_newc(root, os.path.join(d, "initrd.gz"))
             entries = {name: (mode, body) for name, mode, body
                        in read_newc(os.path.join(d, "initrd.gz"))}
         self.assertEqual(entries["init"][1], b"#!/bin/busybox sh\n")
@@ -192,18 +197,18 @@ class RtLabTest(unittest.TestCase):
 
     def test_unknown_kernels_are_refused(self):
         with tempfile.TemporaryDirectory() as d:
-            with self.assertRaises(rt_lab.LabError) as e:
-                rt_lab.resolve_kernels(["9.9.9"], d)
+            with self.assertRaises(lab_common.LabError) as e:
+                lab_kernels.resolve_kernels(["9.9.9"], d)
         self.assertIn("6.12.107", str(e.exception))
 
     def test_the_pinned_kernels_are_an_a_b_pair(self):
-        self.assertEqual(sorted(k["expect"] for k in rt_lab.KERNELS),
+        self.assertEqual(sorted(k["expect"] for k in lab_kernels.KERNELS),
                          ["hard", "soft"])
-        for k in rt_lab.KERNELS:
+        for k in lab_kernels.KERNELS:
             self.assertEqual(len(k["sha256"]), 64)
 
     def test_every_guest_step_is_bounded_and_init_powers_off(self):
-        for name, secs, cmd in rt_lab.guest_steps(quick=True):
+        for name, secs, cmd in lab_guest.guest_steps(quick=True):
             self.assertGreater(secs, 0)
             self.assertLessEqual(secs, 300)
         init = open(INIT).read()
@@ -211,12 +216,12 @@ class RtLabTest(unittest.TestCase):
         self.assertIn("poweroff -f", init)
 
     def test_junit_has_a_case_per_check(self):
-        r = rt_lab.parse_results(guest_report(verdict="hard"))
+        r = lab_results.parse_results(guest_report(verdict="hard"))
         r.update(label="k", expect="soft", wall_s=1, timed_out=False, console="")
-        r["checks"] = rt_lab.judge(r)
+        r["checks"] = lab_results.judge(r)
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "t.xml")
-            rt_lab.write_junit(path, [r])
+            lab_results.write_junit(path, [r])
             text = open(path).read()
         self.assertEqual(text.count("<testcase"), len(r["checks"]))
         self.assertIn('name="k/probe"', text)
