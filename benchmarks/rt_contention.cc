@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -21,6 +20,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "benchmarks/rt_contention_board.h"
 #include "loop/kernel_probe.h"
 #include "loop/realtime.h"
 #include "loop/rt_probe.h"
@@ -35,28 +35,32 @@
 namespace tether::bench {
 namespace {
 
+// What the processes of a run share (rt_contention_board.h).
+using contention::kMaxRt;
+using contention::kChurnSeq;
+using contention::kStopSeq;
+using contention::kRtKind;
+using contention::kChurnKind;
+using contention::Mechanism;
+using contention::RingSlot;
+using contention::Board;
+using contention::Ctx;
+using contention::Fail;
+using contention::BecomeRealtimeOrFail;
+using contention::NowNs;
+using contention::Relative;
+using contention::RecordDelivery;
+using contention::OpenRing;
+using contention::PublishRing;
+using contention::RetractRing;
+using contention::ReapRing;
+using contention::MsgRingSender;
+
 using loop::Duration;
 using loop::MonotonicNow;
 using loop::MonotonicTime;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-constexpr int kMaxRt = 1 << 15;
-constexpr int kMaxRings = 32;
-constexpr int64_t kChurnSeq = -1;
-constexpr int64_t kStopSeq = -2;
-constexpr uint32_t kRtKind = 1;
-constexpr uint32_t kChurnKind = 2;
-constexpr uint64_t kSourceTag = ~uint64_t{0};
-
-enum class Mechanism {
-  kTetherUring,
-  kTetherWaitv,
-  kRawFutex,
-  kRawSplit,
-  kRawRtWakes,
-  kMsgRing,
-};
 
 struct MechanismInfo {
   Mechanism m;
@@ -78,177 +82,6 @@ constexpr MechanismInfo kMechanisms[] = {
 
 bool IsTether(Mechanism m) {
   return m == Mechanism::kTetherUring || m == Mechanism::kTetherWaitv;
-}
-
-// One reader ring that publishers may post to (msg_ring).
-struct RingSlot {
-  std::atomic<int> state{0};  // 0 free, 1 claimed, 2 live
-  std::atomic<uint32_t> generation{0};
-  std::atomic<int> pid{0};
-  std::atomic<int> fd{-1};
-};
-
-// Shared by every process of one run (MAP_SHARED, made before the forks).
-struct Board {
-  std::atomic<int> rt_ready{0};
-  std::atomic<int> stop_rt{0};
-  std::atomic<int> stop_churn{0};
-  std::atomic<int> failed{0};
-  char error[512] = {};
-  char note[512] = {};
-  alignas(64) std::atomic<uint32_t> word{0};     // raw: everyone (split: RT)
-  alignas(64) std::atomic<uint32_t> word_lo{0};  // raw split: the others
-  alignas(64) std::atomic<int64_t> rt_published{0};  // raw, msg_ring
-  std::atomic<int64_t> rt_sent{0};
-  std::atomic<int64_t> churn_sent{0};
-  RingSlot rings[kMaxRings];  // slot 0: the real-time reader
-  std::atomic<int64_t> send_ns[kMaxRt];
-  int64_t delivery_ns[kMaxRt];
-  int64_t send_cost_ns[kMaxRt];
-};
-
-struct Ctx {
-  Board* board;
-  Mechanism m;
-  const ContentionOptions* o;
-  transport::ChannelSet* set;  // tether only
-  shm::ChannelOptions channel_options;
-};
-
-[[noreturn]] void Fail(Board* b, const char* fmt, ...) {
-  if (b->failed.exchange(1) == 0) {
-    va_list args;
-    va_start(args, fmt);
-    std::vsnprintf(b->error, sizeof(b->error), fmt, args);
-    va_end(args);
-  }
-  ::_exit(1);
-}
-
-void BecomeRealtimeOrFail(Board* b, int cpu, int priority, const char* who) {
-  const int cpus[] = {cpu};
-  absl::Status s = loop::SetThreadAffinity(cpus);
-  if (s.ok() && priority > 0) {
-    s = loop::SetThreadScheduling(loop::SchedPolicy::kFifo, priority);
-  }
-  if (!s.ok()) Fail(b, "%s: %s", who, std::string(s.message()).c_str());
-}
-
-int64_t NowNs() { return static_cast<int64_t>(loop::ToMonotonicNs(MonotonicNow())); }
-
-timespec Relative(Duration d) {
-  if (d < Duration::zero()) d = Duration::zero();
-  return timespec{static_cast<time_t>(d.count() / 1'000'000'000),
-                  static_cast<long>(d.count() % 1'000'000'000)};
-}
-
-void RecordDelivery(Board* b, int64_t seq, int64_t latency_ns) {
-  if (seq < 0 || seq >= kMaxRt) return;
-  b->delivery_ns[seq] = latency_ns;
-}
-
-// --- msg_ring plumbing -------------------------------------------------------------
-
-int OpenRing(io_uring* ring) {
-  io_uring_params p;
-  std::memset(&p, 0, sizeof(p));
-  p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
-  int rc = io_uring_queue_init_params(256, ring, &p);
-  if (rc == -EINVAL) {
-    std::memset(&p, 0, sizeof(p));
-    rc = io_uring_queue_init_params(256, ring, &p);
-  }
-  return rc;
-}
-
-// Claims `index` (or a free slot when index < 0) for this process's ring.
-int PublishRing(Board* b, int index, int fd) {
-  for (int i = index < 0 ? 1 : index; i < kMaxRings; ++i) {
-    int expected = 0;
-    if (!b->rings[i].state.compare_exchange_strong(expected, 1)) {
-      if (index >= 0) return -1;
-      continue;
-    }
-    b->rings[i].pid.store(::getpid());
-    b->rings[i].fd.store(fd);
-    b->rings[i].generation.fetch_add(1);
-    b->rings[i].state.store(2, std::memory_order_release);
-    return i;
-  }
-  return -1;
-}
-
-void RetractRing(Board* b, int index) {
-  if (index >= 0) b->rings[index].state.store(0, std::memory_order_release);
-}
-
-// Posts one CQE into every live reader ring, slot 0 (real time) first.
-class MsgRingSender {
- public:
-  explicit MsgRingSender(io_uring* source) : source_(source) {
-    for (int i = 0; i < kMaxRings; ++i) fds_[i] = -1;
-  }
-  ~MsgRingSender() {
-    for (int fd : fds_) {
-      if (fd >= 0) ::close(fd);
-    }
-  }
-  // Picks up rings that came or went (pidfd_getfd: setup, not the RT path).
-  void Refresh(Board* b) {
-    for (int i = 0; i < kMaxRings; ++i) {
-      RingSlot& s = b->rings[i];
-      const bool live = s.state.load(std::memory_order_acquire) == 2;
-      const uint32_t gen = s.generation.load(std::memory_order_acquire);
-      if (live && fds_[i] >= 0 && gens_[i] == gen) continue;
-      if (fds_[i] >= 0) {
-        ::close(fds_[i]);
-        fds_[i] = -1;
-      }
-      if (!live) continue;
-      const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, s.pid.load(), 0));
-      if (pidfd < 0) continue;
-      fds_[i] = static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd, s.fd.load(), 0));
-      ::close(pidfd);
-      gens_[i] = gen;
-    }
-  }
-  void Send(uint32_t kind, uint64_t data) {
-    int n = 0;
-    for (int i = 0; i < kMaxRings; ++i) {
-      if (fds_[i] < 0) continue;
-      io_uring_sqe* sqe = io_uring_get_sqe(source_);
-      if (sqe == nullptr) break;
-      io_uring_prep_msg_ring(sqe, fds_[i], kind, data, 0);
-      sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
-      io_uring_sqe_set_data64(sqe, kSourceTag);
-      ++n;
-    }
-    if (n > 0) (void)io_uring_submit(source_);
-  }
-
- private:
-  io_uring* source_;
-  int fds_[kMaxRings];
-  uint32_t gens_[kMaxRings] = {};
-};
-
-// Reaps `ring`: real-time deliveries are recorded; our own failed MSG_RINGs
-// (a reader that just went away) are dropped.
-void ReapRing(Board* b, io_uring* ring, bool rt_reader) {
-  unsigned head;
-  unsigned seen = 0;
-  io_uring_cqe* cqe;
-  io_uring_for_each_cqe(ring, head, cqe) {
-    ++seen;
-    if (cqe->user_data == kSourceTag) continue;
-    if (rt_reader && static_cast<uint32_t>(cqe->res) == kRtKind) {
-      const int64_t seq = static_cast<int64_t>(cqe->user_data);
-      if (seq >= 0 && seq < kMaxRt) {
-        RecordDelivery(b, seq, NowNs() - b->send_ns[seq].load());
-      }
-    }
-  }
-  io_uring_cq_advance(ring, seen);
 }
 
 // --- the real-time reader ---------------------------------------------------------
