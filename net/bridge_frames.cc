@@ -22,7 +22,10 @@ using internal::kTakeBatch;
 
 void Bridge::Impl::Forward(ChannelRun& c, const transport::RawMessage& m) {
   const transport::MessageContext& ctx = m.context;
-  ResumeCursor(c, ctx.queue_index);
+  // The first index this run tried to read: the `missed` before it were
+  // overwritten while this run was up, and are counted as such below, not
+  // again as sent while it was down.
+  ResumeCursor(c, ctx.queue_index - ctx.missed);
   // Loop prevention: what this process published came from the network.
   if (ctx.publisher_pid == static_cast<uint32_t>(pid)) {
     if (c.cursor != nullptr) c.cursor->Advance(ctx.queue_index);

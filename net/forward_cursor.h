@@ -52,13 +52,14 @@ class ForwardCursor {
   ForwardCursor(const ForwardCursor&) = delete;
   ForwardCursor& operator=(const ForwardCursor&) = delete;
 
-  // The first message this run forwards (or skips as its own) has queue
-  // index `first`: how many messages of the channel were sent between the
+  // The first index this run tried to read is `first` (its first message's
+  // index less the messages overwritten before it, which the caller counts
+  // as missed): how many messages of the channel were sent between the
   // position (the last one an earlier run of this bridge handled, or where
   // the first run started) and it. A run that handled none leaves the
   // position as it found it. nullopt when the cursor is ahead of `first`
-  // (cannot happen for one incarnation; treated as no position). Call
-  // once, before Advance.
+  // (the run's watcher got messages from before the index its start was
+  // read at: none of them was lost). Call once, before Advance.
   std::optional<uint64_t> Resume(uint64_t first);
   // The message with queue index `index` was handled (forwarded, dropped
   // and counted, or skipped as this bridge's own).

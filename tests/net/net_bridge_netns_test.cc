@@ -40,6 +40,7 @@ namespace {
 
 using std::chrono::milliseconds;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::ChannelLine;
 using testing::ReadChannelStatus;
 using testing::TwoHosts;
@@ -449,6 +450,44 @@ INSTANTIATE_TEST_SUITE_P(AfterForwarding, NetBridgeRestartTest,
                            return p.param ? "AfterItForwarded"
                                           : "InItsFirstRunBeforeItForwarded";
                          });
+
+// The sending bridge's first run is stopped (SIGSTOP) before it forwarded
+// anything and its channel (depth 8) overflows: when it goes on, the
+// messages overwritten are counted once, as overwritten, not a second time
+// as sent while it was down; sent = crossed + LOST SRC, exactly.
+TEST_F(NetBridgeTest, AnOverflowBeforeTheFirstForwardIsCountedOnce) {
+  auto a = MakeChannel(0, "/robot/scan", SampleType(), /*depth=*/8);
+  ASSERT_NE(a, nullptr);
+  StartBridge(1, {{"/robot/scan", "in"}});
+  StartBridge(0, {{"/robot/scan", "out", "reliable"}});
+  std::unique_ptr<transport::ChannelHandle> b;
+  ASSERT_TRUE(WaitFor([&] { return (b = Open(1, "/robot/scan")) != nullptr; },
+                      kLong));
+  ASSERT_TRUE(WaitFor([&] { return Linked("/robot/scan"); }, kLong));
+  Collector got(std::move(b));
+  auto pub = transport::RawPublisher::Create(a.get());
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  std::map<uint64_t, std::vector<std::byte>> sent;
+  ASSERT_EQ(::kill(pid_[0], SIGSTOP), 0);
+  constexpr uint64_t kSent = 40;
+  Publish(**pub, 0, kSent, sent);
+  ASSERT_EQ(::kill(pid_[0], SIGCONT), 0);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto out = Status(0, "/robot/scan", status::Direction::OUT);
+        return out && got.Has(kSent - 1) &&
+               out->lost_at_sender + got.count() >= kSent;
+      },
+      kLong));
+  // Settled: nothing more is on its way.
+  std::this_thread::sleep_for(milliseconds(500));
+  auto out = Status(0, "/robot/scan", status::Direction::OUT);
+  ASSERT_TRUE(out);
+  EXPECT_GT(out->lost_at_sender, 0u) << "the channel did not overflow";
+  EXPECT_EQ(out->lost_at_sender + got.count(), kSent)
+      << "crossed " << got.count() << ", LOST SRC " << out->lost_at_sender;
+  EXPECT_THAT(out->detail, Not(HasSubstr("while this bridge was not running")));
+}
 
 // The cursor cannot be kept (here a directory is where its file goes; a
 // full filesystem or another user's file would do the same): the bridge
