@@ -10,19 +10,19 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <cstddef>
-
 #include <atomic>
+#include <cstddef>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "log/log_format.h"
 #include "log/log_reader.h"
-#include "log/mcap_writer.h"
 #include "log/log_replayer.h"
 #include "log/logger.h"
+#include "log/mcap_writer.h"
 #include "shm/layout.h"
 #include "tests/log/log_test_util.h"
 #include "tests/shm/shm_test_util.h"
@@ -522,6 +522,9 @@ TEST_F(RealtimeReplayTest, PlaysAChannelReCreatedWithAnotherShapeOnOneChannel) {
   ASSERT_EQ(list->size(), 1u);
   EXPECT_EQ((*list)[0].params.queue_depth, 32u);
   EXPECT_EQ((*list)[0].params.max_publishers, 2u);
+  auto replayed = transport::ChannelHandle::Open(root_.options(), "/a");
+  ASSERT_TRUE(replayed.ok()) << replayed.status();
+  EXPECT_EQ((*replayed)->max_size(), 4096u);
   const std::vector<Sent> got = Drain(root_.options(), "/a");
   ASSERT_EQ(got.size(), sent.size());
   for (size_t i = 0; i < got.size(); ++i) {
