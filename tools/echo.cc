@@ -80,9 +80,11 @@ int RunEcho(const EchoOptions& options, std::ostream& out, std::ostream& err) {
   // Types decoded by another package's binary (bridged ROS messages: the
   // ROS message itself, decoded with the definition each envelope carries).
   std::unique_ptr<DecoderProcess> package_decoder;
-  if (const PackageDecoder* d = PackageDecoderFor(channel->handle->type_id())) {
+  const PackageDecoder* decoder_info =
+      PackageDecoderFor(channel->handle->type_id());
+  if (decoder_info != nullptr) {
     absl::StatusOr<std::unique_ptr<DecoderProcess>> started =
-        DecoderProcess::Start(*d);
+        DecoderProcess::Start(*decoder_info);
     if (!started.ok()) {
       err << "tether echo: " << options.channel << ": "
           << started.status().message() << "\n";
@@ -184,8 +186,7 @@ int RunEcho(const EchoOptions& options, std::ostream& out, std::ostream& err) {
       // The envelope may be sound and only what it carries bad (a ROS
       // message that does not match the definition it came with): say what
       // the decoder said rather than blame the channel's type.
-      err << "could be decoded by "
-          << PackageDecoderFor(channel->handle->type_id())->path
+      err << "could be decoded by " << decoder_info->path
           << " (the first: " << first_bad
           << "); the process writing this channel, or what feeds it, sends "
              "bad data\n";
