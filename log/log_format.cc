@@ -56,10 +56,10 @@ const GapSchemaHolder& Gap() {
 
 }  // namespace
 
-bool ChannelDescription::SameShape(const ChannelDescription& o) const {
-  return type_id == o.type_id && max_size == o.max_size &&
-         queue_depth == o.queue_depth && max_publishers == o.max_publishers &&
-         max_pinned == o.max_pinned;
+bool ChannelDescription::Holds(const ChannelDescription& o) const {
+  return type_id == o.type_id && max_size >= o.max_size &&
+         queue_depth >= o.queue_depth && max_publishers >= o.max_publishers &&
+         max_pinned >= o.max_pinned;
 }
 
 std::string ChannelDescription::ShapeText() const {

@@ -54,8 +54,12 @@ struct ChannelDescription {
   // The type's CodeGeneratorRequest (stream framed, whole words).
   std::vector<std::byte> schema;
 
-  // Same type and queue shape (what must agree for a channel to be reused).
-  bool SameShape(const ChannelDescription& other) const;
+  // Whether a channel of this description can carry what `logged`
+  // describes (what a replay into an existing channel needs): the same type,
+  // and max size, queue depth, publishers and pinned readers each at least
+  // the logged one (every message fits; no burst overruns a reader that the
+  // logged queue did not).
+  bool Holds(const ChannelDescription& logged) const;
   // "type T, max size N B, depth D, P publishers, Q pinned" (for errors).
   std::string ShapeText() const;
   friend bool operator==(const ChannelDescription&,

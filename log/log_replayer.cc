@@ -30,7 +30,7 @@ absl::StatusOr<std::unique_ptr<LogReplayer>> LogReplayer::Open(
     for (const std::string& name : options.taken_over) select.push_back(name);
   }
   absl::StatusOr<std::vector<ReplayChannel>> plan =
-      PlanReplay(*r->reader_, select, remaps, nullptr);
+      PlanReplay(*r->reader_, select, remaps, &r->notes_);
   if (!plan.ok()) return plan.status();
   r->plan_ = std::move(*plan);
   if (absl::Status s = LoadReplaySchemas(r->plan_, &r->schemas_); !s.ok()) {
@@ -144,11 +144,7 @@ void LogReplayer::PublishDue() {
       ++stats_.per_channel[names_[next_.channel->id]];
     } else {
       ++stats_.publish_failures;
-      if (error_.ok()) {
-        error_ = absl::InternalError(absl::StrCat(
-            "replaying on ", names_[next_.channel->id], " failed: ",
-            transport::ToString(r.status)));
-      }
+      failures_.Add(names_[next_.channel->id], r.status);
     }
     has_next_ = cursor_->Next(&next_);
   }

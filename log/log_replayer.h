@@ -67,7 +67,7 @@ struct LogReplayerOptions {
 
 struct LogReplayerStats {
   uint64_t messages = 0;         // published
-  uint64_t publish_failures = 0; // should stay 0 (see last_error())
+  uint64_t publish_failures = 0; // should stay 0 (see publish_error())
   uint64_t late = 0;             // read later than the reorder window allowed
   std::map<std::string, uint64_t> per_channel;  // by replayed name
 };
@@ -112,9 +112,14 @@ class LogReplayer {
   std::string ReplayedName(const std::string& logged) const;
 
   const LogReplayerStats& stats() const { return stats_; }
-  // Damage met reading the log, and the first publish failure.
+  // Damage met reading the log.
   const std::vector<McapProblem>& problems() const;
-  const absl::Status& last_error() const { return error_; }
+  // OK, or every channel whose sends failed so far, with how many and the
+  // first status (PublishFailures::Summary()).
+  absl::Status publish_error() const { return failures_.Summary(); }
+  // What Open() left out and why ("skipping /x: ..."): channels the default
+  // selection or a glob matched that cannot be replayed.
+  const std::vector<std::string>& notes() const { return notes_; }
   LogReader& reader() { return *reader_; }
 
  private:
@@ -142,7 +147,8 @@ class LogReplayer {
   LogMessage next_;
   bool has_next_ = false;
   LogReplayerStats stats_;
-  absl::Status error_;
+  PublishFailures failures_;
+  std::vector<std::string> notes_;
   std::vector<McapProblem> no_problems_;
 };
 

@@ -13,7 +13,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "capnp/any.h"
 #include "transport/framing.h"
 
@@ -93,7 +92,7 @@ absl::Status RealtimeReplay::Prepare(const std::string& path) {
   plan_ = std::move(*plan);
   if (absl::Status s = LoadReplaySchemas(plan_, &schemas_); !s.ok()) return s;
 
-  // Which exist (and must match), which must be created.
+  // Which exist (and must hold the logged shape), which must be created.
   std::vector<std::pair<std::string, ChannelDescription>> to_create;
   std::vector<std::unique_ptr<transport::ChannelHandle>> opened(plan_.size());
   for (size_t i = 0; i < plan_.size(); ++i) {
@@ -103,13 +102,15 @@ absl::Status RealtimeReplay::Prepare(const std::string& path) {
         transport::ChannelHandle::Open(options_.channels, rc.name);
     if (h.ok()) {
       const ChannelDescription live = DescribeChannel(**h);
-      if (!live.SameShape(logged)) {
+      if (!live.Holds(logged)) {
         return absl::FailedPreconditionError(absl::StrCat(
             "channel ", rc.name, " exists in ", options_.channels.root, "/",
             options_.channels.instance, " as ", live.ShapeText(),
-            ", but the log has ", rc.logged->name, " as ", logged.ShapeText(),
-            ": stop what uses it and remove it (tether clean), replay into "
-            "another --instance, or remap it (",
+            ", which cannot carry the log's ", rc.logged->name, " (",
+            logged.ShapeText(),
+            "): a replay into a channel needs the logged type and each "
+            "dimension at least the logged one. Stop what uses it and remove "
+            "it (tether clean), replay into another --instance, or remap it (",
             rc.logged->name, ":=/other/name)"));
       }
       opened[i] = std::move(*h);
@@ -289,20 +290,8 @@ bool RealtimeReplay::WaitUntilDue(int64_t t, const std::function<bool()>& stop) 
 absl::Status RealtimeReplay::Run(const std::function<bool()>& stop) {
   // Wake-ups within a microsecond of the due time, not the default 50 us.
   ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-  // Sends that failed (not malformed ones: NoteMalformed sums those), per
-  // replayed channel: how many and the first status.
-  std::map<std::string, std::pair<uint64_t, transport::PublishStatus>> failed;
-  const auto failures = [&failed] {
-    if (failed.empty()) return absl::OkStatus();
-    std::vector<std::string> parts;
-    for (const auto& [name, f] : failed) {
-      parts.push_back(absl::StrCat(name, " ", f.first, " (",
-                                   transport::ToString(f.second), ")"));
-    }
-    return absl::InternalError(absl::StrCat(
-        "publishing failed on ", failed.size(), " channel",
-        failed.size() == 1 ? "" : "s", ": ", absl::StrJoin(parts, ", ")));
-  };
+  // Sends that failed (not malformed ones: NoteMalformed sums those).
+  PublishFailures failed;
   LogReadOptions read;
   for (const ReplayChannel& rc : plan_) {
     read.channels.insert(rc.ids.begin(), rc.ids.end());
@@ -332,7 +321,7 @@ absl::Status RealtimeReplay::Run(const std::function<bool()>& stop) {
       if (!WaitUntilDue(m.monotonic_send_ns, stop)) {
         std::lock_guard lock(mu_);
         progress_.done = true;
-        return failures();
+        return failed.Summary();
       }
       transport::RawPublisher* pub = by_channel_[m.channel->id];
       transport::SendTimes times;
@@ -348,8 +337,7 @@ absl::Status RealtimeReplay::Run(const std::function<bool()>& stop) {
         ++progress_.malformed;
       } else if (r.status != transport::PublishStatus::kOk) {
         ++progress_.failed;
-        ++failed.try_emplace(pub->channel()->name(), 0, r.status)
-              .first->second.first;
+        failed.Add(pub->channel()->name(), r.status);
       } else {
         ++progress_.messages;
       }
@@ -363,7 +351,7 @@ absl::Status RealtimeReplay::Run(const std::function<bool()>& stop) {
   }
   std::lock_guard lock(mu_);
   progress_.done = true;
-  return failures();
+  return failed.Summary();
 }
 
 }  // namespace tether::log

@@ -1,14 +1,13 @@
 #include "log/replay_plan.h"
 
 #include <fnmatch.h>
-#include <stdlib.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 #include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -31,26 +30,64 @@ std::string Names(const LogReader& reader) {
   return absl::StrJoin(names, ", ");
 }
 
-// Adds the later incarnation `c` of `rc`'s channel to it (see
-// ReplayChannel), or says why the two cannot share one channel.
-absl::Status AddIncarnation(ReplayChannel& rc, const LogChannel& c) {
-  const ChannelDescription& d = *c.description;
-  ChannelDescription& into = rc.description;
-  if (d.type_id != into.type_id) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot replay ", c.name, ": it was re-created as another type while "
-        "it was recorded (", into.type_name, ", then ", d.type_name,
-        "), and one channel carries one type; leave it out (--channels "
-        "names the others) and read its messages with tether log cat"));
+// A logged name and its MCAP channels in log order: more than one when the
+// channel was re-created with another shape while it was recorded. A name
+// is replayed, skipped or refused as one unit.
+struct LoggedName {
+  std::string name;
+  std::vector<const LogChannel*> incarnations;
+};
+
+std::vector<LoggedName> GroupByName(const LogReader& reader) {
+  std::vector<LoggedName> out;
+  std::map<std::string, size_t> at;
+  for (const LogChannel& c : reader.channels()) {
+    auto [it, added] = at.emplace(c.name, out.size());
+    if (added) out.push_back({c.name, {}});
+    out[it->second].incarnations.push_back(&c);
   }
-  into.max_size = std::max(into.max_size, d.max_size);
-  into.queue_depth = std::max(into.queue_depth, d.queue_depth);
-  into.max_publishers = std::max(into.max_publishers, d.max_publishers);
-  into.max_pinned = std::max(into.max_pinned, d.max_pinned);
-  into.frequency_hz = std::max(into.frequency_hz, d.frequency_hz);
-  into.schema = d.schema;
-  rc.ids.push_back(c.id);
-  return absl::OkStatus();
+  return out;
+}
+
+// Why `n` cannot be replayed on one channel ("" if it can): an incarnation
+// without tether's description, or incarnations of two types.
+std::string WhyNotReplayable(const LoggedName& n) {
+  const size_t count = n.incarnations.size();
+  for (size_t i = 0; i < count; ++i) {
+    const LogChannel& c = *n.incarnations[i];
+    if (c.description.has_value()) continue;
+    if (count == 1) return c.not_replayable;
+    return absl::StrCat(c.not_replayable, " (incarnation ", i + 1, " of the ",
+                        count, " it has in the log; a channel is replayed "
+                        "whole or not at all)");
+  }
+  const ChannelDescription& first = *n.incarnations.front()->description;
+  for (const LogChannel* c : n.incarnations) {
+    if (c->description->type_id != first.type_id) {
+      return absl::StrCat(
+          "it was re-created as another type while it was recorded (",
+          first.type_name, ", then ", c->description->type_name,
+          ") and one channel carries one type; read its messages with tether "
+          "log cat");
+    }
+  }
+  return "";
+}
+
+// Every queue dimension the largest any incarnation had, the last one's
+// schema (see ReplayChannel::description). All have the same type.
+ChannelDescription Merged(const LoggedName& n) {
+  ChannelDescription into = *n.incarnations.front()->description;
+  for (const LogChannel* c : n.incarnations) {
+    const ChannelDescription& d = *c->description;
+    into.max_size = std::max(into.max_size, d.max_size);
+    into.queue_depth = std::max(into.queue_depth, d.queue_depth);
+    into.max_publishers = std::max(into.max_publishers, d.max_publishers);
+    into.max_pinned = std::max(into.max_pinned, d.max_pinned);
+    into.frequency_hz = std::max(into.frequency_hz, d.frequency_hz);
+    into.schema = d.schema;
+  }
+  return into;
 }
 
 }  // namespace
@@ -82,49 +119,44 @@ absl::StatusOr<std::vector<ReplayChannel>> PlanReplay(
     rename[from] = to;
   }
   std::vector<ReplayChannel> out;
+  std::vector<std::string> skipped;
   std::set<std::string> used_patterns;
-  for (const LogChannel& c : reader.channels()) {
+  for (const LoggedName& n : GroupByName(reader)) {
     bool explicit_name = false, selected = select.empty();
     for (const std::string& p : select) {
-      if (p == c.name) {
+      if (p == n.name) {
         explicit_name = selected = true;
         used_patterns.insert(p);
-      } else if (IsGlob(p) && ::fnmatch(p.c_str(), c.name.c_str(), 0) == 0) {
+      } else if (IsGlob(p) && ::fnmatch(p.c_str(), n.name.c_str(), 0) == 0) {
         selected = true;
         used_patterns.insert(p);
       }
     }
     if (!selected) continue;
-    if (c.is_gap_channel()) {
+    const LogChannel& first = *n.incarnations.front();
+    if (first.is_gap_channel()) {
       if (!explicit_name) continue;
       return absl::FailedPreconditionError(absl::StrCat(
-          "cannot replay ", c.name,
+          "cannot replay ", n.name,
           ": it holds the log's loss records, not a tether channel (read it "
           "with tether log cat)"));
     }
-    if (!c.description.has_value()) {
+    if (const std::string why = WhyNotReplayable(n); !why.empty()) {
       if (explicit_name) {
         return absl::FailedPreconditionError(absl::StrCat(
-            "cannot replay ", c.name, ": ", c.not_replayable));
+            "cannot replay ", n.name, ": ", why, "; leave it out of "
+            "--channels (the others replay)"));
       }
-      if (notes != nullptr) {
-        notes->push_back(absl::StrCat("skipping ", c.name, ": ", c.not_replayable));
-      }
-      continue;
-    }
-    auto earlier = std::find_if(out.begin(), out.end(), [&](const auto& rc) {
-      return rc.logged->name == c.name;
-    });
-    if (earlier != out.end()) {
-      if (absl::Status s = AddIncarnation(*earlier, c); !s.ok()) return s;
+      skipped.push_back(absl::StrCat(n.name, ": ", why));
+      if (notes != nullptr) notes->push_back("skipping " + skipped.back());
       continue;
     }
     ReplayChannel rc;
-    rc.logged = &c;
-    rc.ids = {c.id};
-    rc.description = *c.description;
-    auto it = rename.find(c.name);
-    rc.name = it == rename.end() ? c.name : it->second;
+    rc.logged = &first;
+    for (const LogChannel* c : n.incarnations) rc.ids.push_back(c->id);
+    rc.description = Merged(n);
+    auto it = rename.find(n.name);
+    rc.name = it == rename.end() ? n.name : it->second;
     out.push_back(std::move(rc));
   }
   for (const std::string& p : select) {
@@ -145,9 +177,30 @@ absl::StatusOr<std::vector<ReplayChannel>> PlanReplay(
   if (out.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "nothing to replay: no replayable channel selected (the log has: ",
-        Names(reader), ")"));
+        Names(reader), ")",
+        skipped.empty() ? ""
+                        : absl::StrCat("; skipped ",
+                                       absl::StrJoin(skipped, "; skipped "))));
   }
   return out;
+}
+
+void PublishFailures::Add(const std::string& channel,
+                          transport::PublishStatus status) {
+  ++failed_.try_emplace(channel, 0, status).first->second.first;
+  ++total_;
+}
+
+absl::Status PublishFailures::Summary() const {
+  if (failed_.empty()) return absl::OkStatus();
+  std::vector<std::string> parts;
+  for (const auto& [name, f] : failed_) {
+    parts.push_back(
+        absl::StrCat(name, " ", f.first, " (", transport::ToString(f.second), ")"));
+  }
+  return absl::InternalError(absl::StrCat(
+      "publishing failed on ", failed_.size(), " channel",
+      failed_.size() == 1 ? "" : "s", ": ", absl::StrJoin(parts, ", ")));
 }
 
 absl::Status LoadReplaySchemas(const std::vector<ReplayChannel>& channels,

@@ -6,6 +6,8 @@
 #ifndef TETHER_LOG_REPLAY_PLAN_H_
 #define TETHER_LOG_REPLAY_PLAN_H_
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -15,6 +17,7 @@
 #include "log/log_format.h"
 #include "log/log_reader.h"
 #include "transport/config.h"
+#include "transport/raw_endpoints.h"
 #include "transport/schema_registry.h"
 
 namespace tether::log {
@@ -43,17 +46,37 @@ absl::StatusOr<std::pair<std::string, std::string>> ParseRemap(
 
 // The channels to replay: those matching `select` (names or globs; empty:
 // every replayable channel), renamed by `remaps`. The log's own loss records
-// (/tether/log/gaps) are never replayed. Errors (with what would
-// be valid): a remap of a channel the log lacks, a selection matching
-// nothing, an explicitly selected channel that cannot be replayed, two
-// channels onto one name. Channels skipped because they cannot be replayed
-// (no tether metadata) are described in `*notes`. A channel logged under
-// one name with two types (re-created as another type while recorded)
-// cannot be replayed on one channel: FailedPrecondition naming both.
+// (/tether/log/gaps) are never replayed. A name is one unit with all its
+// incarnations: it cannot be replayed if one of them lacks tether's
+// metadata, or if they have two types (re-created as another type while
+// recorded). Such a name, explicitly selected, is an error
+// (FailedPrecondition saying why and what to do); matched by a glob or the
+// default selection, it is skipped and `*notes` says why. Other errors
+// (with what would be valid): a remap of a channel the log lacks, a
+// selection matching nothing, two channels onto one name, nothing left to
+// replay (naming what was skipped).
 absl::StatusOr<std::vector<ReplayChannel>> PlanReplay(
     const LogReader& reader, const std::vector<std::string>& select,
     const std::vector<std::pair<std::string, std::string>>& remaps,
     std::vector<std::string>* notes);
+
+// Sends that failed while replaying (the replay's own counts of malformed
+// messages are kept apart), per replayed channel: how many and the first
+// status. Both replays report them through Summary(), so an error names
+// every channel that failed, not only the first. Not RT-safe (a channel's
+// first failure inserts into a map); one thread, or the caller's lock.
+class PublishFailures {
+ public:
+  void Add(const std::string& channel, transport::PublishStatus status);
+  uint64_t total() const { return total_; }
+  // OK if nothing failed; else Internal "publishing failed on 2 channels:
+  // /a 100 (channel shared memory is corrupt), /b 3 (...)".
+  absl::Status Summary() const;
+
+ private:
+  std::map<std::string, std::pair<uint64_t, transport::PublishStatus>> failed_;
+  uint64_t total_ = 0;
+};
 
 // Loads the schemas of `channels` (from the log) into `schemas`.
 absl::Status LoadReplaySchemas(const std::vector<ReplayChannel>& channels,
@@ -61,8 +84,6 @@ absl::Status LoadReplaySchemas(const std::vector<ReplayChannel>& channels,
 
 // A validated stack config with one channel per (name, description) and no
 // nodes; types are named by id and must be known to `types`.
-// (Until transport loads a config from a string, this goes through a
-// private temporary JSON file.)
 absl::StatusOr<transport::StackConfig> StackConfigFor(
     const std::vector<std::pair<std::string, ChannelDescription>>& channels,
     const transport::KnownTypes& types);

@@ -76,8 +76,9 @@ ArgParser ReplayParser() {
       "tether replay",
       "Plays a log back into shared memory in real time: creates the logged\n"
       "channels that do not exist (with their logged type and queue shape;\n"
-      "a channel that exists with another type or shape is refused, both\n"
-      "sides named), then publishes every message at its logged send time\n"
+      "a channel that exists must have the logged type and be at least as\n"
+      "large in every dimension, else it is refused, both sides named), then\n"
+      "publishes every message at its logged send time\n"
       "(scaled by --rate) with its bytes unchanged and its logged send times\n"
       "(unless --restamp; with --loop each round is shifted by the log's\n"
       "duration so times keep increasing). Remap channels with /logged:=/new\n"

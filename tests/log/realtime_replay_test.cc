@@ -1,9 +1,11 @@
 // Real-time replay into shared memory: bytes and logged send times arrive
 // unchanged on channels it creates with the logged shape; remapping; an
-// existing channel of another shape refused with both sides named; a range;
+// existing channel of another type or smaller refused with both sides named,
+// one at least as large used; a range;
 // looping with increasing times; pause and step; a channel re-created while
 // it was recorded (another shape: played whole on one channel, in both
-// replays; another type: refused).
+// replays; another type: skipped or refused whole); failures summed per
+// channel in both replays.
 #include "log/realtime_replay.h"
 
 #include <fcntl.h>
@@ -218,6 +220,40 @@ TEST_F(RealtimeReplayTest, RefusesAnExistingChannelOfAnotherShapeNamingBothSides
   EXPECT_THAT(e, HasSubstr("queue depth 16"));
   EXPECT_THAT(e, HasSubstr("queue depth 512"));
   EXPECT_THAT(e, HasSubstr(":=/other/name"));
+}
+
+// A stack whose config changed since the recording: an existing channel of
+// the logged type at least as large in every dimension carries the replay;
+// one smaller in any dimension (here only the queue depth) is refused.
+TEST_F(RealtimeReplayTest, ReplaysIntoAnExistingChannelAtLeastAsLargeOnly) {
+  transport::SchemaRegistry schemas;
+  RegisterTestTypes(schemas);
+  {
+    auto larger = MakeChannel(root_.options(), schemas, "/a", kSampleType,
+                              {.max_size = 8192, .depth = 1024, .publishers = 2});
+    auto replay = RealtimeReplay::Create(*path_, Options());
+    ASSERT_TRUE(replay.ok()) << replay.status();
+    ASSERT_EQ((*replay)->channels().size(), 2u);
+    EXPECT_EQ((*replay)->channels()[0].name, "/a");
+    EXPECT_FALSE((*replay)->channels()[0].created);
+    ASSERT_TRUE((*replay)->Run(nullptr).ok());
+    EXPECT_EQ((*replay)->progress().messages, 200u);
+    const std::vector<Sent> got = Drain(root_.options(), "/a");
+    ASSERT_EQ(got.size(), sent_->size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].data, (*sent_)[i].data) << "message " << i;
+    }
+  }
+  ASSERT_TRUE(shm::Channel::Remove(root_.options(), "/a").ok());
+  ASSERT_TRUE(shm::Channel::Remove(root_.options(), "/b").ok());
+  auto shallower = MakeChannel(root_.options(), schemas, "/a", kSampleType,
+                               {.max_size = 8192, .depth = 256, .publishers = 2});
+  auto replay = RealtimeReplay::Create(*path_, Options());
+  ASSERT_FALSE(replay.ok());
+  const std::string e(replay.status().message());
+  EXPECT_THAT(e, HasSubstr("cannot carry the log's /a"));
+  EXPECT_THAT(e, HasSubstr("queue depth 256"));
+  EXPECT_THAT(e, HasSubstr("queue depth 512"));
 }
 
 // Sends that fail on several channels (here both channels' memory turns
@@ -462,9 +498,11 @@ TEST(RealtimeReplaySlow, ALongPauseAtTheSlowestRateWaitsInsteadOfWrapping) {
 
 // Records /a, re-created while recorded: `first` messages of a first
 // incarnation (depth 8, max size 1024), then `second` of one of `type2`
-// (depth 32, max size 4096). Returns the bytes sent, in order.
+// (depth 32, max size 4096); with `b`, also `b` Scalars messages on /b
+// before the re-creation. Returns the bytes sent on /a, in order.
 std::vector<std::vector<std::byte>> LogAReCreatedChannel(
-    const std::string& path, int first, int second, const char* type2) {
+    const std::string& path, int first, int second, const char* type2,
+    int b = 0) {
   shm::testing::ScopedRoot root;
   transport::SchemaRegistry schemas;
   RegisterTestTypes(schemas);
@@ -473,6 +511,11 @@ std::vector<std::vector<std::byte>> LogAReCreatedChannel(
   std::vector<std::vector<std::byte>> sent;
   auto a = MakeChannel(root.options(), schemas, "/a", kScalarsType,
                        {.max_size = 1024, .depth = 8, .publishers = 1});
+  decltype(a) other;
+  if (b > 0) {
+    other = MakeChannel(root.options(), schemas, "/b", kScalarsType,
+                        {.max_size = 128, .depth = 8});
+  }
   auto logger = Logger::Start(o);
   EXPECT_TRUE(logger.ok());
   {
@@ -481,8 +524,13 @@ std::vector<std::vector<std::byte>> LogAReCreatedChannel(
       sent.push_back(ScalarsMessage(i));
       PublishBytes(**pub, sent.back());
     }
+    if (b > 0) {
+      auto pub_b = transport::RawPublisher::Create(other.get());
+      for (int i = 0; i < b; ++i) PublishBytes(**pub_b, ScalarsMessage(i));
+    }
   }
-  EXPECT_TRUE(WaitFor([&] { return (*logger)->stats().messages == size_t(first); }));
+  EXPECT_TRUE(
+      WaitFor([&] { return (*logger)->stats().messages == size_t(first + b); }));
   a.reset();
   EXPECT_TRUE(shm::Channel::Remove(root.options(), "/a").ok());
   a = MakeChannel(root.options(), schemas, "/a", type2,
@@ -494,7 +542,7 @@ std::vector<std::vector<std::byte>> LogAReCreatedChannel(
     PublishBytes(**pub, sent.back());
   }
   EXPECT_TRUE(WaitFor(
-      [&] { return (*logger)->stats().messages == size_t(first + second); }));
+      [&] { return (*logger)->stats().messages == size_t(first + second + b); }));
   EXPECT_TRUE((*logger)->Stop().ok());
   return sent;
 }
@@ -570,18 +618,154 @@ TEST(LogReplayerReCreated, PlaysEveryIncarnationOnOneChannel) {
   }
 }
 
-// Re-created as another type: one channel cannot carry both; the error
-// names both types and what to do.
-TEST_F(RealtimeReplayTest, RefusesAChannelReCreatedAsAnotherTypeNamingBoth) {
+// Re-created as another type: one channel cannot carry both. Named by
+// --channels, the replay is refused naming both types and what to do;
+// matched by the default selection or a glob, /a is skipped whole (none of
+// its messages plays) with that reason in a note, and /b plays. With
+// nothing else to replay, the error says what was skipped and why.
+TEST_F(RealtimeReplayTest, AChannelReCreatedAsAnotherTypeIsSkippedOrRefusedWhole) {
   const std::string path = TempFile("retyped.mcap");
-  (void)LogAReCreatedChannel(path, 3, 3, kSampleType);
-  auto replay = RealtimeReplay::Create(path, Options());
-  ASSERT_FALSE(replay.ok());
-  EXPECT_THAT(replay.status().message(),
-              HasSubstr("cannot replay /a: it was re-created as another type"));
-  EXPECT_THAT(replay.status().message(), HasSubstr(kScalarsType));
-  EXPECT_THAT(replay.status().message(), HasSubstr(kSampleType));
-  EXPECT_THAT(replay.status().message(), HasSubstr("--channels"));
+  (void)LogAReCreatedChannel(path, 3, 3, kSampleType, /*b=*/4);
+  RealtimeReplayOptions named = Options();
+  named.select = {"/a"};
+  auto refused = RealtimeReplay::Create(path, named);
+  ASSERT_FALSE(refused.ok());
+  const std::string e(refused.status().message());
+  EXPECT_THAT(e, HasSubstr("cannot replay /a: it was re-created as another type"));
+  EXPECT_THAT(e, HasSubstr(kScalarsType));
+  EXPECT_THAT(e, HasSubstr(kSampleType));
+  EXPECT_THAT(e, HasSubstr("--channels"));
+
+  for (const std::vector<std::string>& select :
+       {std::vector<std::string>{}, std::vector<std::string>{"/*"}}) {
+    shm::testing::ScopedRoot into;
+    RealtimeReplayOptions o = Options();
+    o.channels = into.options();
+    o.select = select;
+    auto replay = RealtimeReplay::Create(path, o);
+    ASSERT_TRUE(replay.ok()) << replay.status();
+    ASSERT_EQ((*replay)->channels().size(), 1u);
+    EXPECT_EQ((*replay)->channels()[0].name, "/b");
+    ASSERT_EQ((*replay)->notes().size(), 1u);
+    EXPECT_THAT((*replay)->notes()[0],
+                HasSubstr("skipping /a: it was re-created as another type"));
+    EXPECT_THAT((*replay)->notes()[0], HasSubstr(kSampleType));
+    ASSERT_TRUE((*replay)->Run(nullptr).ok());
+    EXPECT_EQ((*replay)->progress().messages, 4u);
+    EXPECT_TRUE(absl::IsNotFound(
+        transport::ChannelHandle::Open(into.options(), "/a").status()));
+  }
+
+  const std::string alone = TempFile("retyped-alone.mcap");
+  (void)LogAReCreatedChannel(alone, 3, 3, kSampleType);
+  auto nothing = RealtimeReplay::Create(alone, Options());
+  ASSERT_FALSE(nothing.ok());
+  EXPECT_THAT(nothing.status().message(), HasSubstr("nothing to replay"));
+  EXPECT_THAT(nothing.status().message(),
+              HasSubstr("skipped /a: it was re-created as another type"));
+}
+
+// A name whose later incarnation lacks tether's metadata (a log another
+// writer added to, or a damaged one): the name is one unit, so none of /a
+// plays, not only the incarnation that cannot (which used to play alone,
+// its gap unsaid but for a note about the other); /b plays; named
+// explicitly, /a is refused, saying which incarnation.
+TEST(RealtimeReplayIncarnations, ANameWithAnUnreplayableIncarnationIsSkippedWhole) {
+  shm::testing::ScopedRoot source;
+  transport::SchemaRegistry schemas;
+  RegisterTestTypes(schemas);
+  auto a = MakeChannel(source.options(), schemas, "/a", kScalarsType);
+  auto b = MakeChannel(source.options(), schemas, "/b", kScalarsType);
+  const ChannelDescription da = DescribeChannel(*a);
+  const ChannelDescription db = DescribeChannel(*b);
+  const std::string path = TempFile("unreplayable-incarnation.mcap");
+  {
+    McapWriterOptions wo;
+    wo.overwrite = true;
+    auto w = McapWriter::Create(path, wo);
+    ASSERT_TRUE(w.ok()) << w.status();
+    auto schema = (*w)->AddSchema(da.type_name, "capnproto", da.schema);
+    ASSERT_TRUE(schema.ok());
+    auto a1 = (*w)->AddChannel(*schema, "/a", "capnproto", ChannelMetadata(da));
+    auto a2 = (*w)->AddChannel(*schema, "/a", "capnproto", {});
+    auto b1 = (*w)->AddChannel(*schema, "/b", "capnproto", ChannelMetadata(db));
+    ASSERT_TRUE(a1.ok() && a2.ok() && b1.ok());
+    const std::vector<std::byte> m = ScalarsMessage(1);
+    uint64_t t = 1000;
+    for (uint16_t id : {*a1, *b1, *a2, *b1}) {
+      ASSERT_TRUE((*w)->WriteMessage({id, 0, t, t, m}, {}).ok());
+      t += 1000;
+    }
+    ASSERT_TRUE((*w)->Close().ok());
+  }
+  shm::testing::ScopedRoot into;
+  RealtimeReplayOptions o;
+  o.channels = into.options();
+  auto replay = RealtimeReplay::Create(path, o);
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  ASSERT_EQ((*replay)->channels().size(), 1u);
+  EXPECT_EQ((*replay)->channels()[0].name, "/b");
+  ASSERT_EQ((*replay)->notes().size(), 1u);
+  EXPECT_THAT((*replay)->notes()[0], HasSubstr("skipping /a: "));
+  EXPECT_THAT((*replay)->notes()[0], HasSubstr("incarnation 2 of the 2"));
+  ASSERT_TRUE((*replay)->Run(nullptr).ok());
+  EXPECT_EQ((*replay)->progress().messages, 2u);
+  EXPECT_TRUE(absl::IsNotFound(
+      transport::ChannelHandle::Open(into.options(), "/a").status()));
+
+  o.select = {"/a"};
+  auto refused = RealtimeReplay::Create(path, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("cannot replay /a: "));
+  EXPECT_THAT(refused.status().message(), HasSubstr("incarnation 2 of the 2"));
+}
+
+// The simulated replay sums its failed sends per channel too (it kept the
+// first failure only): both channels' memory turns corrupt after the
+// factory made them, and publish_error() names each with its count.
+TEST_F(RealtimeReplayTest, LogReplayerNamesEveryChannelWhosePublishingFailed) {
+  shm::testing::ScopedRoot root;
+  LogReplayerOptions options;
+  options.shm_root = root.root();
+  auto replayer = LogReplayer::Open(*path_, options);
+  ASSERT_TRUE(replayer.ok()) << replayer.status();
+  EXPECT_TRUE((*replayer)->notes().empty());
+  auto factory = (*replayer)->MakeFactory();
+  ASSERT_TRUE(factory.ok()) << factory.status();
+  for (const char* name : {"/a", "/b"}) {
+    auto h = (*factory)->channels().Find(name);
+    ASSERT_TRUE(h.ok()) << h.status();
+    const int fd = ::open((*h)->path().c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    const uint64_t beyond = ~uint64_t{0};
+    ASSERT_EQ(::pwrite(fd, &beyond, sizeof(beyond),
+                       offsetof(shm::internal::ChannelHeader, tail)),
+              static_cast<ssize_t>(sizeof(beyond)));
+    ::close(fd);
+  }
+  (*factory)->RunUntil((*replayer)->end_time());
+  EXPECT_EQ((*replayer)->stats().publish_failures, 200u);
+  const std::string e((*replayer)->publish_error().message());
+  EXPECT_THAT(e, HasSubstr("publishing failed on 2 channels"));
+  EXPECT_THAT(e, HasSubstr("/a 100 ("));
+  EXPECT_THAT(e, HasSubstr("/b 100 ("));
+}
+
+// The simulated replay skips what the default selection cannot replay, and
+// says so in notes() (it dropped the notes).
+TEST(LogReplayerReCreated, SaysWhatItSkipped) {
+  const std::string path = TempFile("retyped-sim.mcap");
+  (void)LogAReCreatedChannel(path, 2, 2, kSampleType, /*b=*/3);
+  shm::testing::ScopedRoot root;
+  LogReplayerOptions options;
+  options.shm_root = root.root();
+  auto replayer = LogReplayer::Open(path, options);
+  ASSERT_TRUE(replayer.ok()) << replayer.status();
+  ASSERT_EQ((*replayer)->notes().size(), 1u);
+  EXPECT_THAT((*replayer)->notes()[0],
+              HasSubstr("skipping /a: it was re-created as another type"));
+  EXPECT_EQ((*replayer)->ReplayedName("/a"), "");
+  EXPECT_EQ((*replayer)->ReplayedName("/b"), "/b");
 }
 
 // A log whose channel metadata gives a rate that is not one ("nan",
