@@ -23,9 +23,13 @@ struct Step {
   std::optional<uint32_t> index;
 };
 
-// One field to plot, resolved against its channel's schema.
+// One field to plot, resolved against its channel's schema. A channel
+// re-created while it was recorded is in the log once per incarnation under
+// one name: the field is read from every incarnation whose schema has it
+// (the path is by field names, so one path serves them all).
 struct Resolved {
-  const LogChannel* channel;
+  const LogChannel* channel;  // the first incarnation that has the field
+  std::vector<const LogChannel*> incarnations;  // all that have it
   std::vector<Step> path;
 };
 
@@ -77,6 +81,10 @@ void NumericFields(capnp::StructSchema s, const std::string& prefix, int depth,
   }
 }
 
+absl::StatusOr<std::vector<Step>> ResolvePath(LogReader& reader,
+                                              const LogChannel& channel,
+                                              const std::string& field);
+
 absl::StatusOr<Resolved> Resolve(LogReader& reader, const std::string& field) {
   const LogChannel* channel = nullptr;
   for (const LogChannel& c : reader.channels()) {
@@ -123,11 +131,34 @@ absl::StatusOr<Resolved> Resolve(LogReader& reader, const std::string& field) {
         "field ", field, " names no channel of the log; write CHANNEL.field "
         "with one of: ", absl::StrJoin(names, ", ")));
   }
-  absl::StatusOr<capnp::StructSchema> type = reader.MessageType(*channel);
+  // Every incarnation of the name; the first one's error if none has it.
+  Resolved r{nullptr, {}, {}};
+  absl::Status first_error;
+  for (const LogChannel& c : reader.channels()) {
+    if (c.name != channel->name) continue;
+    absl::StatusOr<std::vector<Step>> path = ResolvePath(reader, c, field);
+    if (!path.ok()) {
+      if (first_error.ok()) first_error = path.status();
+      continue;
+    }
+    if (r.channel == nullptr) {
+      r.channel = &c;
+      r.path = std::move(*path);
+    }
+    r.incarnations.push_back(&c);
+  }
+  if (r.channel == nullptr) return first_error;
+  return r;
+}
+
+absl::StatusOr<std::vector<Step>> ResolvePath(LogReader& reader,
+                                              const LogChannel& channel,
+                                              const std::string& field) {
+  absl::StatusOr<capnp::StructSchema> type = reader.MessageType(channel);
   if (!type.ok()) return type.status();
-  Resolved r{channel, {}};
+  std::vector<Step> steps;
   capnp::Type t(*type);
-  const std::string path = field.substr(channel->name.size() + 1);
+  const std::string path = field.substr(channel.name.size() + 1);
   for (absl::string_view part : absl::StrSplit(path, '.')) {
     Step step;
     std::string text(part);
@@ -162,14 +193,14 @@ absl::StatusOr<Resolved> Resolve(LogReader& reader, const std::string& field) {
       }
       t = t.asList().getElementType();
     }
-    r.path.push_back(std::move(step));
+    steps.push_back(std::move(step));
   }
   if (!IsNumber(t)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "field ", field, " is not a number (only numbers, booleans and enums "
         "can be plotted)"));
   }
-  return r;
+  return steps;
 }
 
 // Where a path's index was past its list's end in a message.
@@ -255,7 +286,7 @@ absl::StatusOr<std::vector<PlotSeries>> ReadPlotSeries(
     absl::StatusOr<Resolved> r = Resolve(reader, fields[i]);
     if (!r.ok()) return r.status();
     series[i].field = fields[i];
-    read.channels.insert(r->channel->id);
+    for (const LogChannel* c : r->incarnations) read.channels.insert(c->id);
     resolved.push_back(std::move(*r));
   }
   const int64_t start = reader.start_ns();
@@ -265,13 +296,14 @@ absl::StatusOr<std::vector<PlotSeries>> ReadPlotSeries(
   if (range.end_s.has_value()) {
     read.end_ns = start + static_cast<int64_t>(*range.end_s * 1e9);
   }
+  // By MCAP channel id: the fields read from its messages, and its type.
   std::map<uint16_t, std::vector<size_t>> by_channel;
-  for (size_t i = 0; i < resolved.size(); ++i) {
-    by_channel[resolved[i].channel->id].push_back(i);
-  }
   std::map<uint16_t, capnp::StructSchema> types;
-  for (const auto& [id, users] : by_channel) {
-    types[id] = *reader.MessageType(*resolved[users[0]].channel);
+  for (size_t i = 0; i < resolved.size(); ++i) {
+    for (const LogChannel* c : resolved[i].incarnations) {
+      by_channel[c->id].push_back(i);
+      types[c->id] = *reader.MessageType(*c);  // loaded by Resolve
+    }
   }
   // Per field: messages whose value was read or past a list's end, and for
   // the latter the first place it missed with the longest list seen there.

@@ -40,6 +40,9 @@ struct PlotRange {
 // is valid for a bad field (the log's channels; the struct's fields; for a
 // channel named without a field, its numeric fields), and for a list index
 // past the end of its list in every message read (the longest list seen).
+// A channel re-created while it was recorded (one MCAP channel per
+// incarnation, one name) is read from every incarnation whose type has the
+// field; the error of the first is returned if none has it.
 absl::StatusOr<std::vector<PlotSeries>> ReadPlotSeries(
     LogReader& reader, const std::vector<std::string>& fields,
     const PlotRange& range = {});

@@ -1,7 +1,8 @@
 // Plots: the PNG writer produces a valid PNG (checked by decoding it with
 // zlib), text and lines land where they should, fields are read by path
-// (nested, list elements, booleans) with errors that list what exists, and
-// missing messages break the line.
+// (nested, list elements, booleans; from every incarnation of a re-created
+// channel) with errors that list what exists, and missing messages break
+// the line.
 #include "log/log_plot.h"
 
 #include <zlib.h>
@@ -236,6 +237,48 @@ TEST_F(LogPlotTest, AnIndexPastTheEndInEveryMessageIsAnError) {
   none.start_s = 1000;
   EXPECT_TRUE(
       ReadPlotSeries(*reader_, {"/p/samples.joints[999].position"}, none).ok());
+}
+
+// A channel re-created while it was recorded is in the log once per
+// incarnation under one name: a field is read from every incarnation whose
+// type has it, in order (only the first incarnation used to be read).
+TEST(LogPlotReCreated, ReadsEveryIncarnationThatHasTheField) {
+  shm::testing::ScopedRoot root;
+  transport::SchemaRegistry schemas;
+  RegisterTestTypes(schemas);
+  const std::string path = TempFile("plot-recreated.mcap");
+  LoggerOptions o = LogTo(root.options(), path);
+  o.period = std::chrono::milliseconds(2);
+  auto logger = Logger::Start(o);
+  ASSERT_TRUE(logger.ok());
+  size_t logged = 0;
+  // Scalars (depth 8) i = 0..2, Sample 0..1, Scalars (depth 32) i = 10..13.
+  const auto incarnation = [&](const char* type, uint32_t depth, int from,
+                               int count) {
+    auto c = MakeChannel(root.options(), schemas, "/p/a", type,
+                         {.max_size = 1024, .depth = depth});
+    auto pub = transport::RawPublisher::Create(c.get());
+    for (int i = from; i < from + count; ++i) {
+      PublishBytes(**pub, type == std::string(kScalarsType) ? ScalarsMessage(i)
+                                                             : SampleMessage(i));
+    }
+    logged += count;
+    EXPECT_TRUE(WaitFor([&] { return (*logger)->stats().messages == logged; }));
+    pub->reset();
+    c.reset();
+    EXPECT_TRUE(shm::Channel::Remove(root.options(), "/p/a").ok());
+  };
+  incarnation(kScalarsType, 8, 0, 3);
+  incarnation(kSampleType, 8, 0, 2);
+  incarnation(kScalarsType, 32, 10, 4);
+  ASSERT_TRUE((*logger)->Stop().ok());
+  auto reader = LogReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  auto series = ReadPlotSeries(**reader, {"/p/a.f64", "/p/a.inner.position"});
+  ASSERT_TRUE(series.ok()) << series.status();
+  EXPECT_THAT((*series)[0].value, ElementsAre(0, 0.5, 1, 5, 5.5, 6, 6.5));
+  EXPECT_EQ((*series)[1].value.size(), 2u);
+  EXPECT_EQ((*series)[0].undecodable + (*series)[1].undecodable, 0u);
 }
 
 TEST_F(LogPlotTest, DrawsEachFieldAndMarksWhereMessagesAreMissing) {
