@@ -129,6 +129,7 @@ absl::StatusOr<WatcherHandle*> EventLoop::AddWatcher(
                                      name_, ": ", sub.status().message()));
   }
   w->subscriber = std::move(*sub);
+  w->start_index_ = w->subscriber->next_index();
   NoteGuest(channel);
   w->wake.emplace(channel->MakeWakeHandle());
   w->fn = std::move(fn);

@@ -45,12 +45,19 @@ class WatcherHandle {
   // corrupt (the watcher then stopped). RT-safe.
   const WatcherStats& stats() const { return stats_; }
   const std::string& channel_name() const { return channel_->name(); }
+  // The queue index of the first message the watcher can deliver (where its
+  // subscriber started when it was made): every message from there on
+  // reaches its callback or is counted in stats().missed. A consumer that
+  // keeps its own position across restarts (the net bridge's forwarding
+  // cursor) starts from here. RT-safe.
+  uint64_t start_index() const { return start_index_; }
 
  protected:
   WatcherHandle() = default;
   ~WatcherHandle() = default;
   WatcherStats stats_;
   transport::ChannelHandle* channel_ = nullptr;
+  uint64_t start_index_ = 0;
 };
 
 namespace internal {
@@ -58,6 +65,7 @@ namespace internal {
 struct Watcher : public WatcherHandle {
   // The loop's side sees everything (the handle shows stats and channel).
   using WatcherHandle::channel_;
+  using WatcherHandle::start_index_;
   using WatcherHandle::stats_;
   EventLoop* loop = nullptr;  // the loop whose callback context it runs in
   std::unique_ptr<transport::RawSubscriber> subscriber;

@@ -119,31 +119,26 @@ absl::Status Bridge::Impl::SetUpOut(ChannelRun& c) {
   }
 
   ChannelRun* run = &c;
-  if (absl::Status s =
-          loop->MakeRawWatcher(c.config.name,
-                               [this, run](const transport::RawMessage& m) {
-                                 Forward(*run, m);
-                               })
-              .status();
-      !s.ok()) {
-    return s;
-  }
-  OpenCursor(c, **h);
+  absl::StatusOr<loop::WatcherHandle*> watcher = loop->MakeRawWatcher(
+      c.config.name,
+      [this, run](const transport::RawMessage& m) { Forward(*run, m); });
+  if (!watcher.ok()) return watcher.status();
+  OpenCursor(c, **h, (*watcher)->start_index());
   return absl::OkStatus();
 }
 
 void Bridge::Impl::OpenCursor(ChannelRun& c,
-                              const transport::ChannelHandle& channel) {
-  // The channel's next index, read after the watcher was made (and before
-  // the loop runs it): the watcher sees every message from there on, so a
-  // first run that dies before it forwards one leaves that position, and
-  // a message the watcher got before it is never counted as lost (its
-  // Resume finds the cursor ahead). Without its cursor the bridge still
-  // runs; what it would have counted across a restart is said to be
-  // uncounted instead.
+                              const transport::ChannelHandle& channel,
+                              uint64_t start) {
+  // `start` is where the run's watcher starts: it delivers (or counts as
+  // missed) every message from there on, so a first run that dies before it
+  // forwards one leaves exactly that position, and nothing sent between
+  // the watcher's start and this call goes uncounted. Without its cursor
+  // the bridge still runs; what it would have counted across a restart is
+  // said to be uncounted instead.
   absl::StatusOr<std::unique_ptr<ForwardCursor>> cursor = ForwardCursor::Open(
       runtime.channels, c.config.name, options.name, channel.incarnation(),
-      channel.stats().next_queue_index);
+      start);
   if (cursor.ok()) {
     c.cursor = std::move(*cursor);
     return;

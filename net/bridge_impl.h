@@ -192,7 +192,8 @@ struct Bridge::Impl {
   absl::Status SetUpOut(ChannelRun& c);
   // Opens `c`'s forwarding cursor (forward_cursor.h) once its watcher
   // exists; on failure says so in its detail and on stderr, and runs on.
-  void OpenCursor(ChannelRun& c, const transport::ChannelHandle& channel);
+  void OpenCursor(ChannelRun& c, const transport::ChannelHandle& channel,
+                  uint64_t start);
   // An in channel: waits for an announcement (state kWaiting). Setup thread.
   absl::Status SetUpIn(ChannelRun& c);
   // Takes every pending announcement and offers those of our in channels

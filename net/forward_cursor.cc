@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -49,6 +50,7 @@ absl::Status Errno(int err, const std::string& what, const std::string& path) {
 absl::StatusOr<std::unique_ptr<ForwardCursor>> ForwardCursor::Open(
     const shm::ChannelOptions& options, const std::string& channel,
     const std::string& bridge, uint64_t incarnation, uint64_t start) {
+  static_assert(offsetof(File, next) == kPositionOffset);
   const std::string path =
       shm::Channel::CompanionPathFor(options, channel, kKind, bridge);
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,

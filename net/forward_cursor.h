@@ -22,6 +22,7 @@
 #define TETHER_NET_FORWARD_CURSOR_H_
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -36,8 +37,8 @@ class ForwardCursor {
  public:
   // Opens (or creates, mode 0600 within the caller's umask) the cursor of
   // `channel` (incarnation `incarnation`) for bridge `bridge`. `start` is
-  // an index from which this run sees every message (the channel's next
-  // index, read once the run's watcher exists): a cursor with no position yet,
+  // the index from which this run sees every message (where its watcher
+  // starts: loop::WatcherHandle::start_index): a cursor with no position yet,
   // a file left by another incarnation of the channel, or one that is not
   // a cursor, starts there (what such a file said is about messages that
   // no longer exist, and messages sent before a bridge first ran are not
@@ -58,8 +59,9 @@ class ForwardCursor {
   // position (the last one an earlier run of this bridge handled, or where
   // the first run started) and it. A run that handled none leaves the
   // position as it found it. nullopt when the cursor is ahead of `first`
-  // (the run's watcher got messages from before the index its start was
-  // read at: none of them was lost). Call once, before Advance.
+  // (a position past where this run's watcher started: not made by a run
+  // of this incarnation; nothing is counted rather than a negative gap).
+  // Call once, before Advance.
   std::optional<uint64_t> Resume(uint64_t first);
   // The message with queue index `index` was handled (forwarded, dropped
   // and counted, or skipped as this bridge's own).
@@ -69,6 +71,10 @@ class ForwardCursor {
 
   // The kind name in the file's name (shm::Channel::CompanionPathFor).
   static constexpr char kKind[] = "net-cursor";
+  // The file: a magic word, the channel's incarnation, then the position
+  // (the next index to handle) at this byte offset, each 8 bytes, native
+  // endian. Tests write what older builds or damage leave.
+  static constexpr size_t kPositionOffset = 16;
 
  private:
   struct File;

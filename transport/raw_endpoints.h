@@ -243,6 +243,9 @@ class RawSubscriber {
   bool StillValid(const RawMessage& message) const;
 
   ChannelHandle* channel() const { return channel_; }
+  // The queue index the next Next() looks at (shm::Reader::next_index):
+  // right after Create(), where this subscriber starts. RT-safe.
+  uint64_t next_index() const { return reader_->next_index(); }
   uint64_t total_missed() const { return reader_->total_missed() + torn_; }
   // Reads copies (SubscriberOptions::copy, or a guest's fallback).
   bool copying() const { return !copy_.empty(); }

@@ -318,6 +318,33 @@ TEST_P(ConformanceTest, PhasedLoopRunsOnItsPhase) {
   if (simulated()) EXPECT_EQ(due.size(), 11u);  // at 2, 7, ..., 52 ms
 }
 
+// A watcher's handle says where it starts: messages sent before it was
+// made are not its own, and the first one it delivers has that index.
+TEST_P(ConformanceTest, AWatcherStartsAtTheIndexItsHandleGives) {
+  EventLoop* loop = harness_->MakeLoop("node");
+  auto sender = loop->MakeSender<Scalars>("/test/a");
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  for (int i = 0; i < 3; ++i) SendScalar(sender->get(), i);
+  std::vector<uint64_t> indexes;
+  std::vector<int64_t> got;
+  auto watcher = loop->MakeWatcher<Scalars>(
+      "/test/a", [&](Scalars::Reader m, const MessageContext& c) {
+        indexes.push_back(c.queue_index);
+        got.push_back(m.getI64());
+        if (!simulated() && got.size() == 2) harness_->Exit();
+      });
+  ASSERT_TRUE(watcher.ok()) << watcher.status();
+  EXPECT_EQ((*watcher)->start_index(), 3u);
+  loop->AddTimer([&] {
+        SendScalar(sender->get(), 3);
+        SendScalar(sender->get(), 4);
+      })
+      ->Schedule(loop->monotonic_now() + Ms(1));
+  harness_->RunFor(simulated() ? Ms(10) : Ms(5000));
+  EXPECT_THAT(got, ElementsAre(3, 4));
+  EXPECT_THAT(indexes, ElementsAre(3, 4));
+}
+
 TEST_P(ConformanceTest, LostMessagesAreReportedExactly) {
   EventLoop* loop = harness_->MakeLoop("node");
   auto sender = loop->MakeSender<Scalars>("/test/a");

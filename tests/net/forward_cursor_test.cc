@@ -114,7 +114,7 @@ TEST_F(ForwardCursorTest, AFileWithNoPositionTakesThisRunsStart) {
   {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
     const uint64_t none = ~uint64_t{0};
-    f.seekp(16);
+    f.seekp(ForwardCursor::kPositionOffset);
     f.write(reinterpret_cast<const char*>(&none), sizeof(none));
   }
   EXPECT_EQ(Open(7, /*start=*/4)->Resume(6), 2u);
