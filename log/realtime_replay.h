@@ -65,7 +65,7 @@ struct ReplayProgress {
   int64_t duration_ns = 0;  // of the replayed range
   double rate = 1;
   uint64_t messages = 0;    // published so far (all rounds)
-  uint64_t failed = 0;      // publishes that failed (see last_error)
+  uint64_t failed = 0;      // publishes that failed (Run() returns which)
   // Not published: not a valid Cap'n Proto message (framing or pointers
   // bad; see RealtimeReplay::malformed()). Not in `failed`.
   uint64_t malformed = 0;
