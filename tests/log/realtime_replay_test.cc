@@ -766,6 +766,12 @@ TEST(LogReplayerReCreated, SaysWhatItSkipped) {
               HasSubstr("skipping /a: it was re-created as another type"));
   EXPECT_EQ((*replayer)->ReplayedName("/a"), "");
   EXPECT_EQ((*replayer)->ReplayedName("/b"), "/b");
+  // Taking it over would leave the node under test without its channel.
+  options.taken_over = {"/a"};
+  auto taken = LogReplayer::Open(path, options);
+  ASSERT_FALSE(taken.ok());
+  EXPECT_THAT(taken.status().message(),
+              HasSubstr("cannot take over /a: it was re-created as another type"));
 }
 
 // A log whose channel metadata gives a rate that is not one ("nan",
