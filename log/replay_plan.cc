@@ -21,15 +21,6 @@ bool IsGlob(const std::string& p) {
   return p.find_first_of("*?[") != std::string::npos;
 }
 
-std::string Names(const LogReader& reader) {
-  std::vector<std::string> names;
-  std::set<std::string> seen;
-  for (const LogChannel& c : reader.channels()) {
-    if (seen.insert(c.name).second) names.push_back(c.name);
-  }
-  return absl::StrJoin(names, ", ");
-}
-
 // A logged name and its MCAP channels in log order: more than one when the
 // channel was re-created with another shape while it was recorded. A name
 // is replayed, skipped or refused as one unit.
@@ -47,6 +38,13 @@ std::vector<LoggedName> GroupByName(const LogReader& reader) {
     out[it->second].incarnations.push_back(&c);
   }
   return out;
+}
+
+// The log's channel names, each once, for errors.
+std::string Names(const LogReader& reader) {
+  std::vector<std::string> names;
+  for (const LoggedName& n : GroupByName(reader)) names.push_back(n.name);
+  return absl::StrJoin(names, ", ");
 }
 
 // Why `n` cannot be replayed on one channel ("" if it can): an incarnation
