@@ -256,6 +256,18 @@ TEST_F(RealtimeReplayTest, ReplaysIntoAnExistingChannelAtLeastAsLargeOnly) {
   EXPECT_THAT(e, HasSubstr("queue depth 512"));
 }
 
+// Writes a tail past any queue index into `channel`'s header, as a stray
+// writer could: every later send on it fails as corrupt.
+void CorruptTail(const transport::ChannelHandle& channel) {
+  const int fd = ::open(channel.path().c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  const uint64_t beyond = ~uint64_t{0};
+  ASSERT_EQ(::pwrite(fd, &beyond, sizeof(beyond),
+                     offsetof(shm::internal::ChannelHeader, tail)),
+            static_cast<ssize_t>(sizeof(beyond)));
+  ::close(fd);
+}
+
 // Sends that fail on several channels (here both channels' memory turns
 // corrupt after the replay opened them): the error names every one, with
 // how many failed and why, not only the first.
@@ -265,13 +277,7 @@ TEST_F(RealtimeReplayTest, NamesEveryChannelWhosePublishingFailed) {
   for (const char* name : {"/a", "/b"}) {
     auto h = transport::ChannelHandle::Open(root_.options(), name);
     ASSERT_TRUE(h.ok()) << h.status();
-    const int fd = ::open((*h)->path().c_str(), O_WRONLY);
-    ASSERT_GE(fd, 0);
-    const uint64_t beyond = ~uint64_t{0};
-    ASSERT_EQ(::pwrite(fd, &beyond, sizeof(beyond),
-                       offsetof(shm::internal::ChannelHeader, tail)),
-              static_cast<ssize_t>(sizeof(beyond)));
-    ::close(fd);
+    CorruptTail(**h);
   }
   const absl::Status s = (*replay)->Run(nullptr);
   ASSERT_FALSE(s.ok());
@@ -665,6 +671,34 @@ TEST_F(RealtimeReplayTest, AChannelReCreatedAsAnotherTypeIsSkippedOrRefusedWhole
               HasSubstr("skipped /a: it was re-created as another type"));
 }
 
+// Writes an MCAP log by hand, as another writer (or damage) may leave one:
+// `channels` (name, metadata), all of `d`'s schema, and one Scalars message
+// for each entry of `order` (an index into `channels`), 1 us apart.
+void WriteLogByHand(
+    const std::string& path, const ChannelDescription& d,
+    const std::vector<std::pair<std::string, mcap::KeyValueMap>>& channels,
+    const std::vector<size_t>& order) {
+  McapWriterOptions wo;
+  wo.overwrite = true;
+  auto w = McapWriter::Create(path, wo);
+  ASSERT_TRUE(w.ok()) << w.status();
+  auto schema = (*w)->AddSchema(d.type_name, "capnproto", d.schema);
+  ASSERT_TRUE(schema.ok());
+  std::vector<uint16_t> ids;
+  for (const auto& [name, meta] : channels) {
+    auto id = (*w)->AddChannel(*schema, name, "capnproto", meta);
+    ASSERT_TRUE(id.ok()) << id.status();
+    ids.push_back(*id);
+  }
+  const std::vector<std::byte> m = ScalarsMessage(1);
+  uint64_t t = 1000;
+  for (size_t k : order) {
+    ASSERT_TRUE((*w)->WriteMessage({ids[k], 0, t, t, m}, {}).ok());
+    t += 1000;
+  }
+  ASSERT_TRUE((*w)->Close().ok());
+}
+
 // A name whose later incarnation lacks tether's metadata (a log another
 // writer added to, or a damaged one): the name is one unit, so none of /a
 // plays, not only the incarnation that cannot (which used to play alone,
@@ -679,25 +713,10 @@ TEST(RealtimeReplayIncarnations, ANameWithAnUnreplayableIncarnationIsSkippedWhol
   const ChannelDescription da = DescribeChannel(*a);
   const ChannelDescription db = DescribeChannel(*b);
   const std::string path = TempFile("unreplayable-incarnation.mcap");
-  {
-    McapWriterOptions wo;
-    wo.overwrite = true;
-    auto w = McapWriter::Create(path, wo);
-    ASSERT_TRUE(w.ok()) << w.status();
-    auto schema = (*w)->AddSchema(da.type_name, "capnproto", da.schema);
-    ASSERT_TRUE(schema.ok());
-    auto a1 = (*w)->AddChannel(*schema, "/a", "capnproto", ChannelMetadata(da));
-    auto a2 = (*w)->AddChannel(*schema, "/a", "capnproto", {});
-    auto b1 = (*w)->AddChannel(*schema, "/b", "capnproto", ChannelMetadata(db));
-    ASSERT_TRUE(a1.ok() && a2.ok() && b1.ok());
-    const std::vector<std::byte> m = ScalarsMessage(1);
-    uint64_t t = 1000;
-    for (uint16_t id : {*a1, *b1, *a2, *b1}) {
-      ASSERT_TRUE((*w)->WriteMessage({id, 0, t, t, m}, {}).ok());
-      t += 1000;
-    }
-    ASSERT_TRUE((*w)->Close().ok());
-  }
+  // /a with tether's metadata, /a without, /b: /a, /b, /a, /b.
+  WriteLogByHand(path, da,
+                 {{"/a", ChannelMetadata(da)}, {"/a", {}}, {"/b", ChannelMetadata(db)}},
+                 {0, 2, 1, 2});
   shm::testing::ScopedRoot into;
   RealtimeReplayOptions o;
   o.channels = into.options();
@@ -735,13 +754,7 @@ TEST_F(RealtimeReplayTest, LogReplayerNamesEveryChannelWhosePublishingFailed) {
   for (const char* name : {"/a", "/b"}) {
     auto h = (*factory)->channels().Find(name);
     ASSERT_TRUE(h.ok()) << h.status();
-    const int fd = ::open((*h)->path().c_str(), O_WRONLY);
-    ASSERT_GE(fd, 0);
-    const uint64_t beyond = ~uint64_t{0};
-    ASSERT_EQ(::pwrite(fd, &beyond, sizeof(beyond),
-                       offsetof(shm::internal::ChannelHeader, tail)),
-              static_cast<ssize_t>(sizeof(beyond)));
-    ::close(fd);
+    CorruptTail(**h);
   }
   (*factory)->RunUntil((*replayer)->end_time());
   EXPECT_EQ((*replayer)->stats().publish_failures, 200u);
@@ -788,19 +801,7 @@ TEST(RealtimeReplayBadMetadata, ARateThatIsNotOneMakesTheChannelUnreplayable) {
     mcap::KeyValueMap meta = ChannelMetadata(d);
     meta["tether.frequency_hz"] = bad;
     const std::string path = TempFile("bad-rate.mcap");
-    {
-      McapWriterOptions wo;
-      wo.overwrite = true;
-      auto w = McapWriter::Create(path, wo);
-      ASSERT_TRUE(w.ok()) << w.status();
-      auto schema = (*w)->AddSchema(d.type_name, "capnproto", d.schema);
-      ASSERT_TRUE(schema.ok());
-      auto id = (*w)->AddChannel(*schema, "/a", "capnproto", meta);
-      ASSERT_TRUE(id.ok());
-      const std::vector<std::byte> m = ScalarsMessage(1);
-      ASSERT_TRUE((*w)->WriteMessage({*id, 0, 1000, 1000, m}, {}).ok());
-      ASSERT_TRUE((*w)->Close().ok());
-    }
+    WriteLogByHand(path, d, {{"/a", meta}}, {0});
     RealtimeReplayOptions o;
     o.channels = root.options();
     o.select = {"/a"};
