@@ -150,9 +150,22 @@ absl::StatusOr<CheckReport> CheckLog(const std::string& path) {
     ++per_channel[m.channel_id];
     if (gap_channel.has_value() && m.channel_id == *gap_channel) {
       ++gap_messages;
-      if (!DecodeGap(m.data).ok()) {
+      absl::StatusOr<GapRecord> g = DecodeGap(m.data);
+      if (!g.ok()) {
         report.problems.push_back({at, "a loss record on /tether/log/gaps "
                                        "does not decode as LogGap"});
+      } else if (g->mcap_channel_id.has_value()) {
+        // It names the MCAP channel (incarnation) that lost the messages.
+        auto owner = channels.find(*g->mcap_channel_id);
+        if (owner == channels.end() || owner->second.topic != g->channel) {
+          report.problems.push_back(
+              {at, absl::StrCat("a loss record of ", g->channel,
+                                " names channel id ", *g->mcap_channel_id,
+                                ", which is ",
+                                owner == channels.end()
+                                    ? std::string("not defined before it")
+                                    : owner->second.topic)});
+        }
       }
     }
   };

@@ -214,6 +214,9 @@ std::vector<std::byte> EncodeGap(const GapRecord& gap) {
   g.setLastQueueIndex(gap.last_queue_index);
   g.setReason(static_cast<wire::LogGap::Reason>(gap.reason));
   g.setDetectedMonotonicNs(gap.detected_monotonic_ns);
+  if (gap.mcap_channel_id.has_value()) {
+    g.getLogged().setMcapChannelId(*gap.mcap_channel_id);
+  }
   kj::Array<capnp::word> flat = capnp::messageToFlatArray(message);
   std::vector<std::byte> out(flat.size() * sizeof(capnp::word));
   std::memcpy(out.data(), flat.begin(), out.size());
@@ -238,6 +241,9 @@ absl::StatusOr<GapRecord> DecodeGap(std::span<const std::byte> framed) {
     }
     out.reason = static_cast<GapRecord::Reason>(reason);
     out.detected_monotonic_ns = g.getDetectedMonotonicNs();
+    if (g.getLogged().isMcapChannelId()) {
+      out.mcap_channel_id = g.getLogged().getMcapChannelId();
+    }
     return out;
   } catch (const kj::Exception& e) {
     return absl::InvalidArgumentError(

@@ -107,6 +107,9 @@ struct GapRecord {
     kCorruptChannel,
   } reason = Reason::kOverwritten;
   int64_t detected_monotonic_ns = 0;
+  // The MCAP channel (of the log holding the record) whose messages these
+  // are; unset in logs from before it was recorded (LogReader::GapOwner).
+  std::optional<uint16_t> mcap_channel_id;
 };
 const char* ToString(GapRecord::Reason reason);
 

@@ -35,4 +35,13 @@ struct LogGap {
 
   detectedMonotonicNs @5 :Int64;
   # When the logger noticed (CLOCK_MONOTONIC).
+
+  logged :union {
+    # Which of the log's MCAP channels named `channel` lost them: a channel
+    # re-created with another shape while it was recorded is in the log
+    # once per shape under one name, and each loss is one incarnation's.
+    # Logs written before this field read as `unknown`.
+    unknown @6 :Void;
+    mcapChannelId @7 :UInt16;
+  }
 }

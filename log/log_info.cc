@@ -66,8 +66,9 @@ absl::StatusOr<LogInfo> ComputeLogInfo(const std::string& path,
     int64_t first = 0, last = 0;
   };
   std::map<uint16_t, Acc> acc;
-  std::map<std::string, uint64_t> missed;
-  std::map<std::string, int64_t> stopped_corrupt;
+  // By MCAP channel id (LogReader::GapOwner: each loss counts once).
+  std::map<uint16_t, uint64_t> missed;
+  std::map<uint16_t, int64_t> stopped_corrupt;
   int64_t first_realtime = 0;
   {
     // One pass in file order (no reordering needed for totals).
@@ -82,10 +83,12 @@ absl::StatusOr<LogInfo> ComputeLogInfo(const std::string& path,
         if (auto c = ParseContextRecord(*v.trailer)) send = c->monotonic_send_ns;
       }
       if (gap != nullptr && v.message.channel_id == gap->id) {
-        if (auto g = DecodeGap(v.message.data); g.ok()) {
-          missed[g->channel] += g->missed;
+        auto g = DecodeGap(v.message.data);
+        const LogChannel* owner = g.ok() ? reader.GapOwner(*g) : nullptr;
+        if (owner != nullptr) {
+          missed[owner->id] += g->missed;
           if (g->reason == GapRecord::Reason::kCorruptChannel) {
-            int64_t& at = stopped_corrupt[g->channel];
+            int64_t& at = stopped_corrupt[owner->id];
             if (at == 0 || g->detected_monotonic_ns < at) {
               at = std::max<int64_t>(1, g->detected_monotonic_ns);
             }
@@ -117,8 +120,8 @@ absl::StatusOr<LogInfo> ComputeLogInfo(const std::string& path,
     const Acc& a = acc[c.id];
     row.messages = a.messages;
     row.bytes = a.bytes;
-    row.missed = missed[c.name];
-    row.stopped_corrupt_ns = stopped_corrupt[c.name];
+    row.missed = missed[c.id];
+    row.stopped_corrupt_ns = stopped_corrupt[c.id];
     if (a.messages > 1 && a.last > a.first) {
       row.rate_hz = (a.messages - 1) / ((a.last - a.first) / 1e9);
     }

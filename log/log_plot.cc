@@ -366,8 +366,12 @@ absl::StatusOr<std::vector<PlotSeries>> ReadPlotSeries(
   }
   if (absl::StatusOr<std::vector<GapRecord>> gaps = reader.Gaps(); gaps.ok()) {
     for (const GapRecord& g : *gaps) {
+      const LogChannel* owner = reader.GapOwner(g);
       for (size_t i = 0; i < resolved.size(); ++i) {
-        if (resolved[i].channel->name == g.channel) series[i].missed += g.missed;
+        const auto& mine = resolved[i].incarnations;
+        if (std::find(mine.begin(), mine.end(), owner) != mine.end()) {
+          series[i].missed += g.missed;
+        }
       }
     }
   }

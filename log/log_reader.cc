@@ -103,6 +103,14 @@ const LogChannel* LogReader::ChannelById(uint16_t id) const {
   return it == by_id_.end() ? nullptr : &channels_[it->second];
 }
 
+const LogChannel* LogReader::GapOwner(const GapRecord& gap) const {
+  if (gap.mcap_channel_id.has_value()) {
+    const LogChannel* c = ChannelById(*gap.mcap_channel_id);
+    if (c != nullptr && c->name == gap.channel) return c;
+  }
+  return FindChannel(gap.channel);
+}
+
 const LogChannel* LogReader::Channel(uint16_t id) { return ChannelById(id); }
 
 void LogReader::FindTimeSpan() {

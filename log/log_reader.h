@@ -153,6 +153,11 @@ class LogReader {
   const std::vector<LogChannel>& channels() const { return channels_; }
   const LogChannel* FindChannel(const std::string& name) const;
   const LogChannel* ChannelById(uint16_t id) const;
+  // The logged channel a loss record is about: the MCAP channel it names,
+  // if that channel has the record's name; else (a log from before records
+  // named one) the first channel of that name; null if there is none. So
+  // each loss counts once, against one incarnation.
+  const LogChannel* GapOwner(const GapRecord& gap) const;
 
   // First and last monotonic send time of any message (0 if none).
   int64_t start_ns() const { return start_ns_; }

@@ -103,6 +103,18 @@ absl::StatusOr<RecoverReport> RecoverLog(const std::string& in,
       }
       gap = *g;
     }
+    // Channel ids may be renumbered here: a loss record names the new id of
+    // the channel it is about (or none, if that channel's record was lost).
+    std::vector<std::byte> recoded;
+    if (gap.has_value() && gap->mcap_channel_id.has_value()) {
+      absl::StatusOr<uint16_t> owner = ensure(*gap->mcap_channel_id);
+      if (owner.ok()) {
+        gap->mcap_channel_id = *owner;
+      } else {
+        gap->mcap_channel_id.reset();
+      }
+      recoded = EncodeGap(*gap);
+    }
     trailer.clear();
     if (v.trailer.has_value()) {
       if (std::optional<MessageContextRecord> c = ParseContextRecord(*v.trailer)) {
@@ -114,6 +126,7 @@ absl::StatusOr<RecoverReport> RecoverLog(const std::string& in,
     }
     mcap::Message m = v.message;
     m.channel_id = *id;
+    if (!recoded.empty()) m.data = recoded;
     if (absl::Status s = writer.WriteMessage(m, trailer); !s.ok()) {
       return fail(s);
     }

@@ -154,7 +154,9 @@ absl::Status Logger::Impl::WriteBatch(const Batch& b) {
   }
   for (const Gap& g : b.gaps) {
     if (absl::Status s = EnsureChannel(g.channel); !s.ok()) return s;
-    std::vector<std::byte> data = EncodeGap(g.record);
+    GapRecord record = g.record;
+    record.mcap_channel_id = mcap_id[g.channel];
+    std::vector<std::byte> data = EncodeGap(record);
     const uint64_t t = static_cast<uint64_t>(g.realtime_ns);
     // Its context: when the loss was noticed, on the monotonic clock.
     trailer.clear();

@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "log/log_info.h"
 #include "log/log_reader.h"
+#include "log/log_recover.h"
 #include "tests/log/log_test_util.h"
 #include "tests/shm/shm_test_util.h"
 #include "transport/channel_handle.h"
@@ -255,6 +256,58 @@ TEST_F(LoggerTest, FollowsAChannelThatIsRemovedAndCreatedAgain) {
   std::vector<uint64_t> indices;
   while (cursor->Next(&m)) indices.push_back(m.queue_index);
   EXPECT_THAT(indices, ::testing::ElementsAre(0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 5, 6));
+}
+
+// Losses of a channel re-created with another shape belong to the
+// incarnation that had them: each loss record names its MCAP channel, so
+// log info counts them once, on that row (it counted every loss on every
+// row of the name), also after `tether log recover` renumbered the ids.
+TEST_F(LoggerTest, LossesCountOnceAgainstTheIncarnationThatHadThem) {
+  LoggerOptions options = Options("lossy-recreated.mcap");
+  options.period = std::chrono::milliseconds(50);
+  auto tiny = MakeChannel(root_.options(), schemas_, "/re", kScalarsType,
+                          {.max_size = 128, .depth = 4});
+  auto logger = Logger::Start(options);
+  ASSERT_TRUE(logger.ok());
+  {
+    auto pub = transport::RawPublisher::Create(tiny.get());
+    for (int i = 0; i < 40; ++i) PublishBytes(**pub, ScalarsMessage(i));
+    ASSERT_TRUE(WaitFor([&] {
+      const LoggerStats s = (*logger)->stats();
+      return s.messages + s.missed == 40;
+    }));
+  }
+  const uint64_t missed = (*logger)->stats().missed;
+  ASSERT_GT(missed, 0u);
+  tiny.reset();
+  ASSERT_TRUE(shm::Channel::Remove(root_.options(), "/re").ok());
+  auto deep = MakeChannel(root_.options(), schemas_, "/re", kScalarsType,
+                          {.max_size = 128, .depth = 64});
+  {
+    auto pub = transport::RawPublisher::Create(deep.get());
+    for (int i = 0; i < 10; ++i) PublishBytes(**pub, ScalarsMessage(i));
+  }
+  ASSERT_TRUE(WaitFor([&] {
+    const LoggerStats s = (*logger)->stats();
+    return s.messages + s.missed == 50;
+  }));
+  ASSERT_TRUE((*logger)->Stop().ok());
+  ASSERT_EQ((*logger)->stats().missed, missed);
+
+  const std::string recovered = TempFile("lossy-recreated-recovered.mcap");
+  McapWriterOptions wo;
+  wo.overwrite = true;
+  ASSERT_TRUE(RecoverLog(options.path, recovered, wo).ok());
+  for (const std::string& path : {options.path, recovered}) {
+    auto info = ComputeLogInfo(path);
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_EQ(info->missed, missed) << path;
+    std::vector<uint64_t> rows;
+    for (const ChannelInfoRow& r : info->channels) {
+      if (r.name == "/re") rows.push_back(r.missed);
+    }
+    EXPECT_THAT(rows, ::testing::ElementsAre(missed, 0u)) << path;
+  }
 }
 
 // A queue of 4 and a logger draining every 50 ms: bursts of 40 overflow it.
