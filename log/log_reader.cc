@@ -134,6 +134,8 @@ void LogReader::FindTimeSpan() {
                           (m.monotonic_send_ns + realtime_offset_ns_);
       if (lag > kLogTimeSlackNs || lag < -kLogTimeSlackNs) tracks = false;
     }
+    open_problems_.insert(open_problems_.end(), it->problems().begin(),
+                          it->problems().end());
   };
   const auto& chunks = mcap_->chunk_indexes();
   // The index's log times find the first and last send times only where
@@ -163,6 +165,7 @@ void LogReader::FindTimeSpan() {
     scan({});
   }
   log_time_tracks_send_ = tracks;
+  SortProblems(&open_problems_);
   if (first <= last) {
     start_ns_ = first;
     end_ns_ = last;

@@ -159,7 +159,8 @@ class LogReader {
   // each loss counts once, against one incarnation.
   const LogChannel* GapOwner(const GapRecord& gap) const;
 
-  // First and last monotonic send time of any message (0 if none).
+  // First and last monotonic send time of any message that could be read
+  // (0 if none).
   int64_t start_ns() const { return start_ns_; }
   int64_t end_ns() const { return end_ns_; }
   // The recording's metadata (tether.recording), empty for other writers.
@@ -174,6 +175,13 @@ class LogReader {
   // original send times, or across a realtime clock step.
   bool log_time_tracks_send() const { return log_time_tracks_send_; }
   static constexpr int64_t kLogTimeSlackNs = 10'000'000'000;
+  // Damage met reading messages on open (finding the time span): chunks
+  // whose messages cannot be read. Those messages are outside start_ns()..
+  // end_ns() when no readable message brackets them, so a read of that
+  // range never meets the damage itself.
+  const std::vector<McapProblem>& open_problems() const {
+    return open_problems_;
+  }
 
   // The channel's message type, loaded from the schema the log carries (no
   // compiled types needed). FailedPrecondition for a channel that is not
@@ -197,6 +205,7 @@ class LogReader {
   std::map<uint16_t, size_t> by_id_;
   int64_t start_ns_ = 0;
   int64_t end_ns_ = 0;
+  std::vector<McapProblem> open_problems_;
   mcap::KeyValueMap recording_;
   int64_t realtime_offset_ns_ = 0;
   bool log_time_tracks_send_ = false;

@@ -185,8 +185,13 @@ std::string LogReplayer::ReplayedName(const std::string& logged) const {
   return "";
 }
 
-const std::vector<McapProblem>& LogReplayer::problems() const {
-  return cursor_ != nullptr ? cursor_->problems() : no_problems_;
+std::vector<McapProblem> LogReplayer::problems() const {
+  std::vector<McapProblem> all = reader_->open_problems();
+  if (cursor_ != nullptr) {
+    all.insert(all.end(), cursor_->problems().begin(), cursor_->problems().end());
+  }
+  SortProblems(&all);
+  return all;
 }
 
 }  // namespace tether::log

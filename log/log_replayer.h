@@ -112,8 +112,9 @@ class LogReplayer {
   std::string ReplayedName(const std::string& logged) const;
 
   const LogReplayerStats& stats() const { return stats_; }
-  // Damage met reading the log.
-  const std::vector<McapProblem>& problems() const;
+  // Damage met reading the log (on open, and while replaying): chunks
+  // whose messages could not be replayed.
+  std::vector<McapProblem> problems() const;
   // OK, or every channel whose sends failed so far, with how many and the
   // first status (PublishFailures::Summary()).
   absl::Status publish_error() const { return failures_.Summary(); }
@@ -149,7 +150,6 @@ class LogReplayer {
   LogReplayerStats stats_;
   PublishFailures failures_;
   std::vector<std::string> notes_;
-  std::vector<McapProblem> no_problems_;
 };
 
 }  // namespace tether::log

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,6 +40,12 @@ int64_t SaturatingSub(int64_t a, int64_t b) {
   if (!__builtin_sub_overflow(a, b, &r)) return r;
   return b < 0 ? std::numeric_limits<int64_t>::max()
                : std::numeric_limits<int64_t>::min();
+}
+int64_t SaturatingMul(int64_t a, int64_t b) {
+  int64_t r;
+  if (!__builtin_mul_overflow(a, b, &r)) return r;
+  return (a < 0) == (b < 0) ? std::numeric_limits<int64_t>::max()
+                            : std::numeric_limits<int64_t>::min();
 }
 int64_t Saturate(double v) {
   // 2^63 is exact as a double; anything at or past it does not fit.
@@ -78,6 +85,9 @@ absl::Status RealtimeReplay::Prepare(const std::string& path) {
   for (const McapProblem& p : reader_->mcap().problems()) {
     notes_.push_back(absl::StrCat("damaged log: ", p.ToString()));
   }
+  // Chunks that could not be read while finding the log's span: their
+  // messages cannot be replayed (Run meets only the damage in its range).
+  for (const McapProblem& p : reader_->open_problems()) NoteDamage(p);
   if (!reader_->mcap().footer().has_value()) {
     notes_.push_back(absl::StrCat(
         path,
@@ -236,6 +246,12 @@ void RealtimeReplay::NoteMalformed(const std::string& channel,
   malformed_.push_back(std::move(first));
 }
 
+void RealtimeReplay::NoteDamage(const McapProblem& p) {
+  if (!damage_seen_.insert(p.offset).second) return;
+  ++progress_.damaged;
+  notes_.push_back(absl::StrCat("damaged log: ", p.ToString()));
+}
+
 bool RealtimeReplay::WaitUntilDue(int64_t t, const std::function<bool()>& stop) {
   bool was_paused = false;
   for (;;) {
@@ -299,29 +315,42 @@ absl::Status RealtimeReplay::Run(const std::function<bool()>& stop) {
   read.start_ns = range_start_ns_;
   read.end_ns = range_end_ns_;
   const int64_t span = range_end_ns_ - range_start_ns_;
+  // Rounds are laid end to end on one clock: round k plays the range's log
+  // times shifted by k ranges (plus a ms), and is due then, so a round
+  // lasts its whole range (an empty one too) and the stamped send times
+  // keep pace with the wall clock.
+  const auto round_shift = [span](int round) {
+    return SaturatingMul(round, SaturatingAdd(span, 1'000'000));
+  };
+  bool anchored = false;
+  // Waits until shifted log time `t` is due; false when stopped. The clock
+  // starts when the first message is ready (reading the first chunk and
+  // filling the reorder window take a while).
+  const auto wait_until = [&](int64_t t) {
+    if (!anchored) {
+      std::lock_guard lock(mu_);
+      anchor_log_ = t;
+      anchor_wall_ = MonotonicNow();
+      anchored = true;
+    }
+    return WaitUntilDue(t, stop);
+  };
+  const auto stopped = [&] {
+    std::lock_guard lock(mu_);
+    progress_.done = true;
+    return failed.Summary();
+  };
   for (int round = 0;; ++round) {
     {
       std::lock_guard lock(mu_);
       progress_.round = round;
     }
-    // Later rounds: send times shifted by whole ranges (plus one ms).
-    const int64_t shift = round * (span + 1'000'000);
+    const int64_t shift = round_shift(round);
     std::unique_ptr<LogCursor> cursor = reader_->Read(read);
     LogMessage m;
-    bool anchored = false;
     while (cursor->Next(&m)) {
-      if (!anchored) {
-        // The round's clock starts when its first message is ready (reading
-        // the first chunk and filling the reorder window take a while).
-        std::lock_guard lock(mu_);
-        anchor_log_ = m.monotonic_send_ns;
-        anchor_wall_ = MonotonicNow();
-        anchored = true;
-      }
-      if (!WaitUntilDue(m.monotonic_send_ns, stop)) {
-        std::lock_guard lock(mu_);
-        progress_.done = true;
-        return failed.Summary();
+      if (!wait_until(SaturatingAdd(m.monotonic_send_ns, shift))) {
+        return stopped();
       }
       transport::RawPublisher* pub = by_channel_[m.channel->id];
       transport::SendTimes times;
@@ -345,9 +374,12 @@ absl::Status RealtimeReplay::Run(const std::function<bool()>& stop) {
     }
     for (const McapProblem& p : cursor->problems()) {
       std::lock_guard lock(mu_);
-      notes_.push_back(absl::StrCat("damaged log: ", p.ToString()));
+      NoteDamage(p);
     }
     if (!options_.loop || (stop && stop())) break;
+    if (!wait_until(SaturatingAdd(range_start_ns_, round_shift(round + 1)))) {
+      return stopped();
+    }
   }
   std::lock_guard lock(mu_);
   progress_.done = true;

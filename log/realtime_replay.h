@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -69,6 +70,9 @@ struct ReplayProgress {
   // Not published: not a valid Cap'n Proto message (framing or pointers
   // bad; see RealtimeReplay::malformed()). Not in `failed`.
   uint64_t malformed = 0;
+  // Damaged parts of the log met while replaying (chunks that could not be
+  // read: their messages were not replayed; notes() says where).
+  uint64_t damaged = 0;
   int round = 0;
   bool paused = false;
   bool done = false;
@@ -134,6 +138,9 @@ class RealtimeReplay {
   // Waits until the message at log time `t` is due (or a step, or stop).
   // False when stopped.
   bool WaitUntilDue(int64_t t, const std::function<bool()>& stop);
+  // Counts damage `p` that lost messages (once per offset) and notes it.
+  // Under mu_ once Run() runs.
+  void NoteDamage(const McapProblem& p);
   // Counts `m`, refused as malformed on `channel`, in malformed_.
   void NoteMalformed(const std::string& channel, const LogMessage& m);
 
@@ -147,6 +154,7 @@ class RealtimeReplay {
   std::vector<ReplayedChannel> channels_;
   std::vector<std::string> notes_;
   std::vector<MalformedMessages> malformed_;
+  std::set<uint64_t> damage_seen_;  // offsets of NoteDamage's problems
   int64_t range_start_ns_ = 0;
   int64_t range_end_ns_ = 0;
 

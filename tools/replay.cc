@@ -78,17 +78,18 @@ ArgParser ReplayParser() {
       "channels that do not exist (with their logged type and queue shape;\n"
       "a channel that exists must have the logged type and be at least as\n"
       "large in every dimension, else it is refused, both sides named), then\n"
-      "publishes every message at its logged send time\n"
-      "(scaled by --rate) with its bytes unchanged and its logged send times\n"
-      "(unless --restamp; with --loop each round is shifted by the log's\n"
-      "duration so times keep increasing). Remap channels with /logged:=/new\n"
-      "arguments. A progress bar shows position, duration and rate; when\n"
+      "publishes every message at its logged send time (scaled by --rate)\n"
+      "with its bytes unchanged and its logged send times (unless\n"
+      "--restamp; with --loop each round lasts the range and is shifted by\n"
+      "it, so times keep increasing with the wall clock). Remap channels\n"
+      "with /logged:=/new arguments. A progress bar shows position, duration and rate; when\n"
       "stdin is a terminal, Space pauses, s steps one message while paused,\n"
       "+ and - double and halve the rate, q quits. Channels it created stay\n"
       "(tether clean removes unused ones). Messages that are not valid Cap'n\n"
       "Proto messages (bad framing or pointers: what typed readers would\n"
       "skip) are not published: they are counted and summed up per channel\n"
-      "at the end. Exits 1 if any message was not published, 130 if a\n"
+      "at the end. Exits 1 if any message was not published (also one in a\n"
+      "damaged part of the log that could not be read), 130 if a\n"
       "signal (Ctrl-C, SIGTERM) stopped it before the end (not with --loop),\n"
       "else 0.");
   parser.AddPositional("file", "the MCAP log");
@@ -252,6 +253,14 @@ int RunReplayCommand(const ParsedArgs& args, std::ostream& out,
     return kExitFailure;
   }
   if (p.malformed > 0) return kExitFailure;
+  if (p.damaged > 0) {
+    // Messages in the parts that could not be read were not replayed.
+    err << cmd << ": the log is damaged in " << p.damaged
+        << " place(s) (above): their messages were not replayed; `tether log "
+           "check` says what is lost, `tether log recover` keeps what is "
+           "intact\n";
+    return kExitFailure;
+  }
   // 128 + SIGINT, as a shell reports a command Ctrl-C ended.
   return cut_short && signalled ? kExitInterrupted : kExitOk;
 }

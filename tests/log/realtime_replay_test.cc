@@ -13,6 +13,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <fstream>
+#include <iterator>
 #include <cstddef>
 #include <thread>
 #include <vector>
@@ -673,11 +676,12 @@ TEST_F(RealtimeReplayTest, AChannelReCreatedAsAnotherTypeIsSkippedOrRefusedWhole
 
 // Writes an MCAP log by hand, as another writer (or damage) may leave one:
 // `channels` (name, metadata), all of `d`'s schema, and one Scalars message
-// for each entry of `order` (an index into `channels`), 1 us apart.
+// for each entry of `order` (an index into `channels`), 1 us apart or at
+// `times` (ns, one per entry).
 void WriteLogByHand(
     const std::string& path, const ChannelDescription& d,
     const std::vector<std::pair<std::string, mcap::KeyValueMap>>& channels,
-    const std::vector<size_t>& order) {
+    const std::vector<size_t>& order, const std::vector<uint64_t>& times = {}) {
   McapWriterOptions wo;
   wo.overwrite = true;
   auto w = McapWriter::Create(path, wo);
@@ -691,10 +695,9 @@ void WriteLogByHand(
     ids.push_back(*id);
   }
   const std::vector<std::byte> m = ScalarsMessage(1);
-  uint64_t t = 1000;
-  for (size_t k : order) {
-    ASSERT_TRUE((*w)->WriteMessage({ids[k], 0, t, t, m}, {}).ok());
-    t += 1000;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const uint64_t t = times.empty() ? 1000 * (i + 1) : times[i];
+    ASSERT_TRUE((*w)->WriteMessage({ids[order[i]], 0, t, t, m}, {}).ok());
   }
   ASSERT_TRUE((*w)->Close().ok());
 }
@@ -811,6 +814,81 @@ TEST(RealtimeReplayBadMetadata, ARateThatIsNotOneMakesTheChannelUnreplayable) {
                 HasSubstr(absl::StrCat("tether.frequency_hz '", bad,
                                        "' is not a rate")));
   }
+}
+
+// --loop lays rounds end to end on the wall clock, each as long as the
+// range: /a's three messages come in the first 3 us of a 200 ms log (/b is
+// at its end), so half a second holds about three rounds of /a, not
+// thousands back to back with send times running ahead of the clock; and a
+// range holding none of the selected messages waits out each round
+// instead of spinning through them.
+TEST(RealtimeReplayLoop, EachRoundLastsItsRange) {
+  shm::testing::ScopedRoot source;
+  transport::SchemaRegistry schemas;
+  RegisterTestTypes(schemas);
+  auto a = MakeChannel(source.options(), schemas, "/a", kScalarsType);
+  auto b = MakeChannel(source.options(), schemas, "/b", kScalarsType);
+  const ChannelDescription da = DescribeChannel(*a);
+  const std::string path = TempFile("loop-pace.mcap");
+  WriteLogByHand(path, da,
+                 {{"/a", ChannelMetadata(da)}, {"/b", ChannelMetadata(DescribeChannel(*b))}},
+                 {0, 0, 0, 1}, {1000, 2000, 3000, 200'001'000});
+  for (const bool empty_range : {false, true}) {
+    shm::testing::ScopedRoot into;
+    RealtimeReplayOptions o;
+    o.channels = into.options();
+    o.select = {"/a"};
+    o.loop = true;
+    if (empty_range) o.start_s = 0.1;  // 100..200 ms: no /a message
+    auto replay = RealtimeReplay::Create(path, o);
+    ASSERT_TRUE(replay.ok()) << replay.status();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    ASSERT_TRUE(
+        (*replay)
+            ->Run([&] { return std::chrono::steady_clock::now() > until; })
+            .ok());
+    const ReplayProgress p = (*replay)->progress();
+    EXPECT_LE(p.round, 8) << "empty range: " << empty_range;
+    if (empty_range) {
+      EXPECT_EQ(p.messages, 0u);
+      EXPECT_GE(p.round, 1);
+    } else {
+      EXPECT_GE(p.messages, 6u);   // at least two rounds
+      EXPECT_LE(p.messages, 24u);  // not more than eight
+    }
+  }
+}
+
+// A chunk that cannot be read loses its messages: the replay counts the
+// damaged part (ReplayProgress::damaged, what `tether replay` exits 1 on)
+// and says where, once per part even when looping.
+TEST_F(RealtimeReplayTest, CountsTheDamagedPartsItCouldNotRead) {
+  const std::string bad = TempFile("damaged-chunk.mcap");
+  {
+    auto reader = LogReader::Open(*path_);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    ASSERT_FALSE((*reader)->mcap().chunk_indexes().empty());
+    const mcap::ChunkIndex& first = (*reader)->mcap().chunk_indexes()[0];
+    std::ifstream in(*path_, std::ios::binary);
+    std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
+                            std::istreambuf_iterator<char>());
+    // The last byte of the first chunk's records (its compressed data).
+    const uint64_t at = first.chunk_start_offset + first.chunk_length - 1;
+    ASSERT_LT(at, bytes.size());
+    bytes[at] ^= 0x5a;
+    std::ofstream(bad, std::ios::binary).write(bytes.data(), bytes.size());
+  }
+  auto replay = RealtimeReplay::Create(bad, Options());
+  ASSERT_TRUE(replay.ok()) << replay.status();
+  ASSERT_TRUE((*replay)->Run(nullptr).ok());
+  const ReplayProgress p = (*replay)->progress();
+  EXPECT_EQ(p.damaged, 1u);
+  EXPECT_LT(p.messages, 200u);
+  int damage_notes = 0;
+  for (const std::string& n : (*replay)->notes()) {
+    damage_notes += n.find("damaged log: ") != std::string::npos;
+  }
+  EXPECT_GE(damage_notes, 1);
 }
 
 TEST(ParseRemap, AcceptsOnlyAbsoluteNames) {
