@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "log/replay_plan.h"
 
 namespace tether::log {
 namespace {
@@ -116,7 +117,8 @@ absl::StatusOr<LogInfo> ComputeLogInfo(const std::string& path,
                                          : (c.schema_name.empty()
                                                 ? c.message_encoding
                                                 : c.schema_name);
-    row.replayable = c.description.has_value();
+    row.not_replayable = WhyNotReplayable(reader, c.name);
+    row.replayable = row.not_replayable.empty();
     const Acc& a = acc[c.id];
     row.messages = a.messages;
     row.bytes = a.bytes;
@@ -199,6 +201,14 @@ std::string FormatLogInfo(const LogInfo& info) {
                           r.name, tw, r.type, r.messages, r.rate_hz,
                           Bytes(r.bytes), r.missed, notes);
   }
+  // Why not, once a name (its incarnations share the reason).
+  std::set<std::string> said;
+  for (const ChannelInfoRow& r : info.channels) {
+    if (r.replayable || !said.insert(r.name).second) continue;
+    if (said.size() == 1) absl::StrAppend(&out, "\n");
+    absl::StrAppend(&out, "not replayable: ", r.name, ": ", r.not_replayable,
+                    "\n");
+  }
   if (!info.problems.empty()) {
     absl::StrAppendFormat(&out, "\n%u problems (`tether log check` for all; "
                                 "`tether log recover` to rewrite):\n",
@@ -229,10 +239,10 @@ std::string FormatLogInfoJson(const LogInfo& info) {
         &out,
         "%s{\"name\":%s,\"type\":%s,\"messages\":%u,\"rate_hz\":%.6g,"
         "\"bytes\":%u,\"missed\":%u,\"replayable\":%s,"
-        "\"stopped_corrupt_monotonic_ns\":%d}",
+        "\"not_replayable\":%s,\"stopped_corrupt_monotonic_ns\":%d}",
         i == 0 ? "" : ",", Quote(r.name), Quote(r.type), r.messages, r.rate_hz,
         r.bytes, r.missed, r.replayable ? "true" : "false",
-        r.stopped_corrupt_ns);
+        Quote(r.not_replayable), r.stopped_corrupt_ns);
   }
   out += "],\"problems\":[";
   for (size_t i = 0; i < info.problems.size(); ++i) {

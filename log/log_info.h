@@ -23,6 +23,9 @@ struct ChannelInfoRow {
   uint64_t missed = 0;
   double rate_hz = 0;  // over the channel's own first..last message
   bool replayable = false;
+  // Why not (replay_plan.h WhyNotReplayable: a name is replayed with all
+  // its incarnations or not at all), "" if replayable.
+  std::string not_replayable;
   // The recorder stopped recording it because its shared memory was
   // corrupt (a loss record says so), at this monotonic time (0: it did not).
   int64_t stopped_corrupt_ns = 0;

@@ -5,7 +5,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace tether::log {
@@ -24,6 +23,12 @@ absl::StatusOr<std::unique_ptr<LogReplayer>> LogReplayer::Open(
       return absl::InvalidArgumentError(absl::StrCat(
           "cannot take over ", name, ": the log has no such channel"));
     }
+    // Its original is replayed beside it: it must be replayable.
+    if (const std::string why = WhyNotReplayable(*r->reader_, name);
+        !why.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot take over ", name, ": ", why));
+    }
     remaps.emplace_back(name, options.original_prefix + name);
   }
   std::vector<std::string> select = options.channels;
@@ -34,19 +39,6 @@ absl::StatusOr<std::unique_ptr<LogReplayer>> LogReplayer::Open(
       PlanReplay(*r->reader_, select, remaps, &r->notes_);
   if (!plan.ok()) return plan.status();
   r->plan_ = std::move(*plan);
-  // A taken-over channel the default selection skipped (it cannot be
-  // replayed) would leave the code under test without its channel.
-  for (const std::string& name : options.taken_over) {
-    if (!r->ReplayedName(name).empty()) continue;
-    std::string why = "it cannot be replayed";
-    for (const std::string& note : r->notes_) {
-      if (absl::StartsWith(note, absl::StrCat("skipping ", name, ": "))) {
-        why = note.substr(std::string("skipping ").size() + name.size() + 2);
-      }
-    }
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot take over ", name, ": ", why));
-  }
   if (absl::Status s = LoadReplaySchemas(r->plan_, &r->schemas_); !s.ok()) {
     return s;
   }

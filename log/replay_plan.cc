@@ -49,7 +49,7 @@ std::string Names(const LogReader& reader) {
 
 // Why `n` cannot be replayed on one channel ("" if it can): an incarnation
 // without tether's description, or incarnations of two types.
-std::string WhyNotReplayable(const LoggedName& n) {
+std::string WhyNameNotReplayable(const LoggedName& n) {
   const size_t count = n.incarnations.size();
   for (size_t i = 0; i < count; ++i) {
     const LogChannel& c = *n.incarnations[i];
@@ -90,6 +90,17 @@ ChannelDescription Merged(const LoggedName& n) {
 
 }  // namespace
 
+std::string WhyNotReplayable(const LogReader& reader, const std::string& name) {
+  for (const LoggedName& n : GroupByName(reader)) {
+    if (n.name != name) continue;
+    if (n.incarnations.front()->is_gap_channel()) {
+      return "it holds the log's loss records, not a tether channel";
+    }
+    return WhyNameNotReplayable(n);
+  }
+  return "the log has no such channel";
+}
+
 absl::StatusOr<std::pair<std::string, std::string>> ParseRemap(
     std::string_view text) {
   const size_t at = text.find(":=");
@@ -114,7 +125,11 @@ absl::StatusOr<std::vector<ReplayChannel>> PlanReplay(
           "remapping ", from, ":=", to, ": the log has no channel ", from,
           " (it has: ", Names(reader), ")"));
     }
-    rename[from] = to;
+    if (auto [it, added] = rename.emplace(from, to); !added) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          from, " is remapped twice (", from, ":=", it->second, " and ",
+          from, ":=", to, "): give one"));
+    }
   }
   std::vector<ReplayChannel> out;
   std::vector<std::string> skipped;
@@ -131,6 +146,8 @@ absl::StatusOr<std::vector<ReplayChannel>> PlanReplay(
       }
     }
     if (!selected) continue;
+    // A remapped name was asked for by name too.
+    explicit_name = explicit_name || rename.count(n.name) > 0;
     const LogChannel& first = *n.incarnations.front();
     if (first.is_gap_channel()) {
       if (!explicit_name) continue;
@@ -139,11 +156,11 @@ absl::StatusOr<std::vector<ReplayChannel>> PlanReplay(
           ": it holds the log's loss records, not a tether channel (read it "
           "with tether log cat)"));
     }
-    if (const std::string why = WhyNotReplayable(n); !why.empty()) {
+    if (const std::string why = WhyNameNotReplayable(n); !why.empty()) {
       if (explicit_name) {
         return absl::FailedPreconditionError(absl::StrCat(
             "cannot replay ", n.name, ": ", why, "; leave it out of "
-            "--channels (the others replay)"));
+            "--channels and the remappings: the others replay"));
       }
       skipped.push_back(absl::StrCat(n.name, ": ", why));
       if (notes != nullptr) notes->push_back("skipping " + skipped.back());

@@ -40,6 +40,12 @@ struct ReplayChannel {
   std::string name;
 };
 
+// Why the logged channel `name` cannot be replayed, with all its
+// incarnations as one unit ("" if it can): an incarnation without tether's
+// metadata, incarnations of two types, or the log's own loss records. What
+// PlanReplay skips or refuses, and what `tether log info` shows.
+std::string WhyNotReplayable(const LogReader& reader, const std::string& name);
+
 // "/a:=/b" -> {"/a", "/b"}; InvalidArgument saying the form otherwise.
 absl::StatusOr<std::pair<std::string, std::string>> ParseRemap(
     std::string_view text);

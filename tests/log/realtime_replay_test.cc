@@ -24,6 +24,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "log/log_format.h"
+#include "log/log_info.h"
 #include "log/log_reader.h"
 #include "log/log_replayer.h"
 #include "log/logger.h"
@@ -665,6 +666,21 @@ TEST_F(RealtimeReplayTest, AChannelReCreatedAsAnotherTypeIsSkippedOrRefusedWhole
         transport::ChannelHandle::Open(into.options(), "/a").status()));
   }
 
+  // log info says the same of the name, on each of its rows, and why once.
+  auto info = ComputeLogInfo(path);
+  ASSERT_TRUE(info.ok()) << info.status();
+  int rows = 0;
+  for (const ChannelInfoRow& r : info->channels) {
+    if (r.name != "/a") continue;
+    ++rows;
+    EXPECT_FALSE(r.replayable);
+    EXPECT_THAT(r.not_replayable, HasSubstr("re-created as another type"));
+  }
+  EXPECT_EQ(rows, 2);
+  EXPECT_THAT(FormatLogInfo(*info),
+              HasSubstr("not replayable: /a: it was re-created as another type"));
+  EXPECT_THAT(FormatLogInfoJson(*info), HasSubstr("\"not_replayable\":\"it was"));
+
   const std::string alone = TempFile("retyped-alone.mcap");
   (void)LogAReCreatedChannel(alone, 3, 3, kSampleType);
   auto nothing = RealtimeReplay::Create(alone, Options());
@@ -889,6 +905,24 @@ TEST_F(RealtimeReplayTest, CountsTheDamagedPartsItCouldNotRead) {
     damage_notes += n.find("damaged log: ") != std::string::npos;
   }
   EXPECT_GE(damage_notes, 1);
+}
+
+// A remapping names its channel: one that cannot be replayed is refused,
+// not skipped; and one name remapped twice is an error (the last used to win).
+TEST_F(RealtimeReplayTest, RemappingsNameTheirChannel) {
+  const std::string path = TempFile("retyped-remap.mcap");
+  (void)LogAReCreatedChannel(path, 2, 2, kSampleType, /*b=*/2);
+  RealtimeReplayOptions o = Options();
+  o.remaps = {{"/a", "/x"}};
+  auto refused = RealtimeReplay::Create(path, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("cannot replay /a: it was re-created as another type"));
+  o.remaps = {{"/b", "/q"}, {"/b", "/r"}};
+  auto twice = RealtimeReplay::Create(path, o);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_THAT(twice.status().message(),
+              HasSubstr("/b is remapped twice (/b:=/q and /b:=/r)"));
 }
 
 TEST(ParseRemap, AcceptsOnlyAbsoluteNames) {
