@@ -1,6 +1,7 @@
 #include "transport/names.h"
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "shm/channel.h"
 
@@ -44,6 +45,12 @@ absl::Status CheckChannelName(absl::string_view name) {
       return bad(absl::StrCat("it has the character '",
                               absl::string_view(&name[i], 1), "'"));
     }
+  }
+  if (absl::StartsWith(name, kReservedLogPrefix)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", name, "\" is reserved: names under ", kReservedLogPrefix,
+        " are the recorder's own records in its logs (a channel of that name "
+        "would be read back as them); choose another name"));
   }
   if (const size_t n = EscapedLength(name); n > kMaxChannelFileName) {
     return absl::InvalidArgumentError(absl::StrCat(

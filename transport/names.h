@@ -26,11 +26,15 @@ namespace tether::transport {
 inline constexpr size_t kMaxChannelFileName = 200;
 // The longest instance folder name.
 inline constexpr size_t kMaxInstanceName = 128;
+// Names under this prefix are the recorder's own records in its logs
+// (log_format.h: /tether/log/gaps holds its loss records): a channel of
+// that name would be read back as them, so none may be made.
+inline constexpr char kReservedLogPrefix[] = "/tether/log/";
 
 // OK, or InvalidArgument saying what is wrong: a channel name is
 // '/'-separated parts of letters, digits, '_', '-' and '.', none of them
-// empty, "." or "..", like "/robot/joint_state", and at most
-// kMaxChannelFileName bytes once escaped.
+// empty, "." or "..", like "/robot/joint_state", at most
+// kMaxChannelFileName bytes once escaped, and not under kReservedLogPrefix.
 absl::Status CheckChannelName(absl::string_view name);
 
 // OK, or InvalidArgument: an instance name is letters, digits, '_', '-' and

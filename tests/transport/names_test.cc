@@ -51,6 +51,18 @@ TEST(ChannelNameTest, RefusesWhatIsNotOneChannelFileSayingWhy) {
   }
 }
 
+// The recorder's own records in logs (its loss records on
+// /tether/log/gaps) would be read back from a channel of that name.
+TEST(ChannelNameTest, RefusesTheNamesReservedForTheRecordersRecords) {
+  for (const char* name : {"/tether/log/gaps", "/tether/log/x/y"}) {
+    const absl::Status s = CheckChannelName(name);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << name;
+    EXPECT_THAT(s.message(), HasSubstr("is reserved")) << name;
+  }
+  EXPECT_TRUE(CheckChannelName("/tether/logs").ok());
+  EXPECT_TRUE(CheckChannelName("/robot/tether/log/gaps").ok());
+}
+
 // The file name is the escaped name: '/' takes three bytes. The longest
 // accepted one leaves room for a creator's private ".<name>.tmp.<pid>.<n>".
 TEST(ChannelNameTest, LengthIsCountedAsTheFileName) {
