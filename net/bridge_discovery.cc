@@ -123,13 +123,12 @@ absl::Status Bridge::Impl::SetUpOut(ChannelRun& c) {
       c.config.name,
       [this, run](const transport::RawMessage& m) { Forward(*run, m); });
   if (!watcher.ok()) return watcher.status();
-  OpenCursor(c, **h, (*watcher)->start_index());
+  c.incarnation = (*h)->incarnation();
+  OpenCursor(c, (*watcher)->start_index());
   return absl::OkStatus();
 }
 
-void Bridge::Impl::OpenCursor(ChannelRun& c,
-                              const transport::ChannelHandle& channel,
-                              uint64_t start) {
+void Bridge::Impl::OpenCursor(ChannelRun& c, uint64_t start) {
   // `start` is where the run's watcher starts: it delivers (or counts as
   // missed) every message from there on, so a first run that dies before it
   // forwards one leaves exactly that position, and nothing sent between
@@ -137,18 +136,29 @@ void Bridge::Impl::OpenCursor(ChannelRun& c,
   // the bridge still runs; what it would have counted across a restart is
   // said to be uncounted instead.
   absl::StatusOr<std::unique_ptr<ForwardCursor>> cursor = ForwardCursor::Open(
-      runtime.channels, c.config.name, options.name, channel.incarnation(),
-      start);
-  if (cursor.ok()) {
-    c.cursor = std::move(*cursor);
+      runtime.channels, c.config.name, options.name, c.incarnation, start);
+  if (!cursor.ok()) {
+    const std::string why = absl::StrCat(
+        "messages sent while this bridge is not running will not be counted: ",
+        cursor.status().message());
+    c.SetDetail(why);
+    std::fprintf(stderr, "net-bridge %s: %s: %s\n", options.name.c_str(),
+                 c.config.name.c_str(), why.c_str());
     return;
   }
-  const std::string why = absl::StrCat(
-      "messages sent while this bridge is not running will not be counted: ",
-      cursor.status().message());
-  c.SetDetail(why);
-  std::fprintf(stderr, "net-bridge %s: %s: %s\n", options.name.c_str(),
-               c.config.name.c_str(), why.c_str());
+  c.cursor = std::move(*cursor);
+  if (!c.cursor->started_afresh().empty()) {
+    const std::string why = absl::StrCat(
+        "the forwarding cursor ", c.cursor->path(), " was not used (",
+        c.cursor->started_afresh(),
+        "): messages sent since its last run got there are not counted");
+    c.SetDetail(why);
+    std::fprintf(stderr, "net-bridge %s: %s: %s\n", options.name.c_str(),
+                 c.config.name.c_str(), why.c_str());
+  }
+  // The gap since the last run is known now: counted at once, not only
+  // when the next message comes.
+  ResumeCursor(c, start);
 }
 
 absl::Status Bridge::Impl::SetUpIn(ChannelRun& c) {

@@ -28,7 +28,7 @@ void Bridge::Impl::Forward(ChannelRun& c, const transport::RawMessage& m) {
   ResumeCursor(c, ctx.queue_index - ctx.missed);
   // Loop prevention: what this process published came from the network.
   if (ctx.publisher_pid == static_cast<uint32_t>(pid)) {
-    if (c.cursor != nullptr) c.cursor->Advance(ctx.queue_index);
+    AdvanceCursor(c, ctx.queue_index);
     return;
   }
   if (ctx.missed != 0) c.lost_at_sender.fetch_add(ctx.missed);
@@ -56,7 +56,7 @@ void Bridge::Impl::Forward(ChannelRun& c, const transport::RawMessage& m) {
   f.payload._release = false;
   const dds_return_t rc = dds_write(c.writer, &f);
   // Handled either way: written, or counted as dropped.
-  if (c.cursor != nullptr) c.cursor->Advance(ctx.queue_index);
+  AdvanceCursor(c, ctx.queue_index);
   if (rc < 0) {
     c.dropped.fetch_add(1);
     c.SetDetail(DdsError("DDS write failed", rc));
@@ -65,6 +65,19 @@ void Bridge::Impl::Forward(ChannelRun& c, const transport::RawMessage& m) {
   c.messages.fetch_add(1, std::memory_order_relaxed);
   c.bytes.fetch_add(m.bytes.size(), std::memory_order_relaxed);
   c.latency.Add(ClockNs(CLOCK_MONOTONIC) - ctx.monotonic_send_ns);
+}
+
+void Bridge::Impl::AdvanceCursor(ChannelRun& c, uint64_t index) {
+  if (c.cursor == nullptr) return;
+  c.cursor->Advance(index);
+  if (!c.cursor->damaged()) return;
+  std::fprintf(stderr,
+               "net-bridge %s: %s: the forwarding cursor %s was truncated "
+               "while this bridge ran: making it again\n",
+               options.name.c_str(), c.config.name.c_str(),
+               c.cursor->path().c_str());
+  c.cursor.reset();
+  OpenCursor(c, index + 1);
 }
 
 void Bridge::Impl::ResumeCursor(ChannelRun& c, uint64_t first) {

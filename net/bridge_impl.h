@@ -96,6 +96,7 @@ struct ChannelRun {
   uint64_t next_seq = 1;
   // Across restarts (forward_cursor.h); null if it could not be opened.
   std::unique_ptr<ForwardCursor> cursor;
+  uint64_t incarnation = 0;  // the local channel's, for the cursor
   bool resumed = false;  // this run's first message was checked against it
   // Messages sent while no bridge ran, not yet told to a peer (they ride on
   // the next frame written with a peer matched, as upstream_missed).
@@ -192,8 +193,14 @@ struct Bridge::Impl {
   absl::Status SetUpOut(ChannelRun& c);
   // Opens `c`'s forwarding cursor (forward_cursor.h) once its watcher
   // exists; on failure says so in its detail and on stderr, and runs on.
-  void OpenCursor(ChannelRun& c, const transport::ChannelHandle& channel,
-                  uint64_t start);
+  // `start`: where the run's watcher starts. Counts the gap since the
+  // cursor's position at once (ResumeCursor), and says why when the file's
+  // position could not be used (forward_cursor.h started_afresh).
+  void OpenCursor(ChannelRun& c, uint64_t start);
+  // The message at `index` was handled: the cursor moves past it. A cursor
+  // file truncated under the bridge is made again at this position (said
+  // on stderr and in the detail). Loop thread.
+  void AdvanceCursor(ChannelRun& c, uint64_t index);
   // An in channel: waits for an announcement (state kWaiting). Setup thread.
   absl::Status SetUpIn(ChannelRun& c);
   // Takes every pending announcement and offers those of our in channels
@@ -217,9 +224,10 @@ struct Bridge::Impl {
   // failed write is counted as dropped. Loop thread (out watcher); Cyclone
   // allocates and locks.
   void Forward(ChannelRun& c, const transport::RawMessage& m);
-  // At this run's first message of an out channel (queue index `first`):
-  // counts what was sent while no run of this bridge forwarded it (its
-  // cursor), in LOST SRC, the detail and stderr. Loop thread.
+  // Once per run, when the cursor opens (`first`: where the watcher
+  // starts) or else at the first message (its queue index less what it
+  // missed): counts what was sent while no run of this bridge forwarded it
+  // (its cursor), in LOST SRC, the detail and stderr. Setup or loop thread.
   void ResumeCursor(ChannelRun& c, uint64_t first);
   // Takes every pending frame of an accepted in channel and Delivers it.
   // Receive thread.

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "shm/mapping_guard.h"
 
 namespace tether::net {
 
@@ -78,14 +79,24 @@ absl::StatusOr<std::unique_ptr<ForwardCursor>> ForwardCursor::Open(
       return Errno(rc, "size", path);
     }
   }
-  void* map = ::mmap(nullptr, sizeof(File), PROT_READ | PROT_WRITE, MAP_SHARED,
-                     fd, 0);
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  void* map = ::mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int map_errno = errno;
   ::close(fd);
   if (map == MAP_FAILED) return Errno(map_errno, "map", path);
+  // Truncated under us, the page would SIGBUS at the next store.
+  const int guard = shm::internal::RegisterMapping(map, page);
   File* file = static_cast<File*>(map);
-  const bool fresh = !sized || file->magic != kMagic ||
-                     file->incarnation != incarnation;
+  std::string afresh;
+  if (st.st_size > 0 && !sized) {
+    afresh = absl::StrCat("it was cut short (", st.st_size, " bytes)");
+  } else if (sized && file->magic != kMagic) {
+    afresh = "it was not a cursor (damaged, or another program's)";
+  } else if (sized && file->incarnation != incarnation) {
+    afresh = "it was of another incarnation of the channel (re-created "
+             "since), whose messages are gone";
+  }
+  const bool fresh = !sized || !afresh.empty();
   if (fresh) {
     file->magic = 0;  // a reader of a half-written file sees no cursor
     file->incarnation = incarnation;
@@ -94,10 +105,18 @@ absl::StatusOr<std::unique_ptr<ForwardCursor>> ForwardCursor::Open(
   } else if (file->next.load(std::memory_order_relaxed) == kNoPosition) {
     file->next.store(start, std::memory_order_relaxed);
   }
-  return std::unique_ptr<ForwardCursor>(new ForwardCursor(path, file));
+  return std::unique_ptr<ForwardCursor>(
+      new ForwardCursor(path, file, guard, std::move(afresh)));
 }
 
-ForwardCursor::~ForwardCursor() { ::munmap(file_, sizeof(File)); }
+bool ForwardCursor::damaged() const {
+  return guard_ >= 0 && shm::internal::MappingDamaged(guard_);
+}
+
+ForwardCursor::~ForwardCursor() {
+  if (guard_ >= 0) shm::internal::UnregisterMapping(guard_);
+  ::munmap(file_, static_cast<size_t>(::sysconf(_SC_PAGESIZE)));
+}
 
 std::optional<uint64_t> ForwardCursor::Resume(uint64_t first) {
   const uint64_t next = file_->next.load(std::memory_order_relaxed);

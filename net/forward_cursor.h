@@ -10,6 +10,11 @@
 // syscall, so the cursor survives a SIGKILL (the page is the tmpfs file's)
 // and costs the bridge's loop nothing it would notice.
 //
+// A file truncated under a running bridge (another process, `truncate`)
+// would make the next store a SIGBUS: the mapping is guarded
+// (shm/mapping_guard.h), the store lands on a private zero page, and
+// damaged() says so; the bridge then opens the cursor again.
+//
 // Exactness: Advance() follows the DDS write of the message, so a bridge
 // killed between the two counts that one message as lost although it was
 // written; it never counts a lost message as forwarded. Two bridges of one
@@ -50,6 +55,15 @@ class ForwardCursor {
       const shm::ChannelOptions& options, const std::string& channel,
       const std::string& bridge, uint64_t incarnation, uint64_t start);
   ~ForwardCursor();
+
+  // Why Open() started at `start` although a file was there ("" when it
+  // kept the file's position or made the file): what the file's position
+  // would have counted is not counted, and the caller says so. E.g. "it
+  // was of another incarnation of the channel".
+  const std::string& started_afresh() const { return started_afresh_; }
+  // The file was truncated under this process since Open(): Advance()
+  // stores no longer reach it. RT-safe (one atomic load).
+  bool damaged() const;
   ForwardCursor(const ForwardCursor&) = delete;
   ForwardCursor& operator=(const ForwardCursor&) = delete;
 
@@ -78,11 +92,16 @@ class ForwardCursor {
 
  private:
   struct File;
-  ForwardCursor(std::string path, File* file)
-      : path_(std::move(path)), file_(file) {}
+  ForwardCursor(std::string path, File* file, int guard, std::string afresh)
+      : path_(std::move(path)),
+        file_(file),
+        guard_(guard),
+        started_afresh_(std::move(afresh)) {}
 
   std::string path_;
-  File* file_;  // the mapping
+  File* file_;  // the mapping (one page)
+  int guard_;   // shm::internal::RegisterMapping's index, or -1
+  std::string started_afresh_;
 };
 
 }  // namespace tether::net

@@ -65,10 +65,24 @@ TEST_F(ForwardCursorTest, ANewIncarnationOrAForeignFileStartsAfresh) {
   const std::string path = c->path();
   c.reset();
   // The channel was removed and made again: its indices start over, from
-  // where this run starts.
-  EXPECT_EQ(Open(/*incarnation=*/8, /*start=*/3)->Resume(3), 0u);
-  std::ofstream(path, std::ios::trunc) << "not a cursor";
-  EXPECT_EQ(Open(/*incarnation=*/8, /*start=*/2)->Resume(3), 1u);
+  // where this run starts; the caller is told why (what the old position
+  // would have counted is not counted).
+  auto again = Open(/*incarnation=*/8, /*start=*/3);
+  EXPECT_EQ(again->Resume(3), 0u);
+  EXPECT_NE(again->started_afresh().find("another incarnation"),
+            std::string::npos)
+      << again->started_afresh();
+  again.reset();
+  EXPECT_EQ(Open(8)->started_afresh(), "") << "its own file: kept";
+  std::ofstream(path, std::ios::trunc) << "not a cursor, but long enough";
+  auto foreign = Open(/*incarnation=*/8, /*start=*/2);
+  EXPECT_EQ(foreign->Resume(3), 1u);
+  EXPECT_NE(foreign->started_afresh().find("not a cursor"), std::string::npos)
+      << foreign->started_afresh();
+  foreign.reset();
+  std::ofstream(path, std::ios::trunc) << "short";
+  EXPECT_NE(Open(8)->started_afresh().find("cut short (5 bytes)"),
+            std::string::npos);
   std::filesystem::remove(path);
   std::filesystem::create_directory(path);
   auto refused =
@@ -77,6 +91,25 @@ TEST_F(ForwardCursorTest, ANewIncarnationOrAForeignFileStartsAfresh) {
   EXPECT_NE(refused.status().message().find("is not a regular file: remove it"),
             std::string::npos)
       << refused.status();
+}
+
+// Truncated under a running bridge (`truncate -s 0`, another process):
+// the next store would be a SIGBUS; it is absorbed, damaged() says so, and
+// a cursor opened again at the position works (what the bridge does).
+TEST_F(ForwardCursorTest, ACursorTruncatedUnderItIsDamagedNotACrash) {
+  auto c = Open(7, /*start=*/0);
+  c->Advance(3);
+  EXPECT_FALSE(c->damaged());
+  ASSERT_EQ(::truncate(c->path().c_str(), 0), 0);
+  c->Advance(4);  // would have been a SIGBUS
+  EXPECT_TRUE(c->damaged());
+  c.reset();
+  auto again = Open(7, /*start=*/5);
+  EXPECT_FALSE(again->damaged());
+  EXPECT_EQ(again->Resume(5), 0u);
+  again->Advance(5);
+  again.reset();
+  EXPECT_EQ(Open()->Resume(8), 2u);  // 6 and 7
 }
 
 TEST_F(ForwardCursorTest, ThePositionSurvivesASigkill) {

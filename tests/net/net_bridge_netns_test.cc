@@ -413,6 +413,15 @@ TEST_P(NetBridgeRestartTest, MessagesSentWhileTheSendingBridgeWasDownAreCounted)
   ASSERT_TRUE(WaitFor(
       [&] { return ReadFile(log).find("forwarding") != std::string::npos; },
       kLong));
+  // Counted as soon as the new run opened its cursor, before any new
+  // message (it waited for the next one).
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto out = Status(0, "/robot/scan", status::Direction::OUT);
+        return out && out->lost_at_sender == kWhileDown;
+      },
+      kLong))
+      << "the gap was not counted before the next message";
   ASSERT_TRUE(PublishUntilMoreThan(**pub, &next, sent, got, got.count()))
       << "nothing crossed after the restart";
   ASSERT_TRUE(WaitFor(
