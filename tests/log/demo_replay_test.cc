@@ -212,7 +212,8 @@ class DemoReplayTest : public ::testing::Test {
       // machine (a fresh build's compilers) a live start can still hinge
       // on one the plan cannot see, and then every later cycle is shifted
       // by one. Such a recording is made again too; one that replays
-      // shifted five times in a row fails the tests below.
+      // shifted five times in a row fails the tests below. So is one whose
+      // live cycles were often late or skipped (ReplayStartProblem).
       if (why.empty()) why = ReplayStartProblem();
       if (why.empty()) return;
       std::printf("recording %d: %s; recording again\n", attempt + 1,
@@ -425,14 +426,51 @@ int64_t FirstTrackingSlot(const std::map<int64_t, std::vector<double>>& c) {
   return -1;
 }
 
+// Live, a cycle that ran late may have seen newer inputs than the replayed
+// cycle, which runs on its phase point: an input was sent between the phase
+// point and the live send ("disturbed").
+bool Disturbed(const Outputs& out, int64_t slot) {
+  const int64_t sent = out.logged_command_sent.at(slot);
+  auto it = std::upper_bound(out.input_sent.begin(), out.input_sent.end(),
+                             SlotTime(slot));
+  return it != out.input_sent.end() && *it <= sent;
+}
+
+// An idle cycle (its sample time is its phase point) used no input and
+// keeps no state: late or not, it disturbs nothing.
+bool Idle(int64_t slot, const std::vector<double>& command) {
+  return command[4] == static_cast<double>(SlotTime(slot));
+}
+
 std::string ReplayStartProblem() {
   const Outputs out = Replay();
   const int64_t live = FirstTrackingSlot(out.logged_commands);
   const int64_t replayed = FirstTrackingSlot(out.commands);
-  if (live == replayed) return "";
-  return "the live controller began tracking in cycle slot " +
-         std::to_string(live) + ", the replayed one in " +
-         std::to_string(replayed);
+  if (live != replayed) {
+    return "the live controller began tracking in cycle slot " +
+           std::to_string(live) + ", the replayed one in " +
+           std::to_string(replayed);
+  }
+  // A live run on a loaded machine (other tests' processes, a neighbour on
+  // the host) has many late or skipped cycles, and a replay, which runs
+  // every cycle on its phase point, rightly differs from it there: the
+  // comparison below would measure the machine, not the replay.
+  size_t cycles = 0, disturbed = 0;
+  int64_t previous = -1;
+  for (const auto& [slot, command] : out.logged_commands) {
+    ++cycles;
+    if ((previous >= 0 && slot != previous + 1) ||
+        (!Idle(slot, command) && Disturbed(out, slot))) {
+      ++disturbed;
+    }
+    previous = slot;
+  }
+  if (disturbed * 20 > cycles) {
+    return "the live run was disturbed (late past an input, or skipped) in " +
+           std::to_string(disturbed) + " of " + std::to_string(cycles) +
+           " cycles";
+  }
+  return "";
 }
 
 struct Agreement {
@@ -487,22 +525,13 @@ TEST_F(DemoReplayTest, EstimatorAndControllerReproduceTheRecordedOutputs) {
   // same inputs. Where both used the same estimate, the pose loop (no
   // memory) gives the same velocity targets; the wheel torques integrate
   // speed errors, which differ after a disturbed cycle.
-  auto disturbed = [&](int64_t slot) {
-    const int64_t sent = out.logged_command_sent.at(slot);
-    auto it = std::upper_bound(out.input_sent.begin(), out.input_sent.end(),
-                               SlotTime(slot));
-    return it != out.input_sent.end() && *it <= sent;
-  };
   Agreement targets, torques, undisturbed;
   size_t same_input = 0, other_input = 0, unmatched = 0;
   bool clean = true;
   int64_t previous_slot = -1;
   for (const auto& [slot, want] : out.logged_commands) {
-    // An idle cycle (its sample time is its phase point) used no input and
-    // keeps no state: late or not, it disturbs nothing.
-    const bool idle = want[4] == static_cast<double>(SlotTime(slot));
     if ((previous_slot >= 0 && slot != previous_slot + 1) ||
-        (!idle && disturbed(slot))) {
+        (!Idle(slot, want) && Disturbed(out, slot))) {
       clean = false;
     }
     previous_slot = slot;
