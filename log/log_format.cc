@@ -251,4 +251,30 @@ absl::StatusOr<GapRecord> DecodeGap(std::span<const std::byte> framed) {
   }
 }
 
+absl::StatusOr<std::vector<std::byte>> WithGapChannelId(
+    std::span<const std::byte> framed, std::optional<uint16_t> id) {
+  std::vector<capnp::word> words((framed.size() + 7) / 8);
+  if (!framed.empty()) std::memcpy(words.data(), framed.data(), framed.size());
+  try {
+    capnp::FlatArrayMessageReader reader(
+        kj::arrayPtr(words.data(), words.size()));
+    capnp::MallocMessageBuilder message;
+    // A struct copy keeps the data and pointers of fields unknown here.
+    message.setRoot(reader.getRoot<wire::LogGap>());
+    auto logged = message.getRoot<wire::LogGap>().getLogged();
+    if (id.has_value()) {
+      logged.setMcapChannelId(*id);
+    } else {
+      logged.setUnknown();
+    }
+    kj::Array<capnp::word> flat = capnp::messageToFlatArray(message);
+    std::vector<std::byte> out(flat.size() * sizeof(capnp::word));
+    std::memcpy(out.data(), flat.begin(), out.size());
+    return out;
+  } catch (const kj::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a LogGap message: ", e.getDescription().cStr()));
+  }
+}
+
 }  // namespace tether::log

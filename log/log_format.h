@@ -121,6 +121,12 @@ uint64_t GapTypeId();
 std::vector<std::byte> EncodeGap(const GapRecord& gap);
 // Back; InvalidArgument if the bytes are not a LogGap.
 absl::StatusOr<GapRecord> DecodeGap(std::span<const std::byte> framed);
+// `framed` (a LogGap) with the MCAP channel it names set to `id` (unknown
+// without one), every other field kept, also those of a newer writer this
+// build does not know (what log recover writes when it renumbers channels).
+// InvalidArgument if the bytes are not a LogGap.
+absl::StatusOr<std::vector<std::byte>> WithGapChannelId(
+    std::span<const std::byte> framed, std::optional<uint16_t> id);
 
 }  // namespace tether::log
 

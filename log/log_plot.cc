@@ -369,9 +369,13 @@ absl::StatusOr<std::vector<PlotSeries>> ReadPlotSeries(
       const LogChannel* owner = reader.GapOwner(g);
       for (size_t i = 0; i < resolved.size(); ++i) {
         const auto& mine = resolved[i].incarnations;
-        if (std::find(mine.begin(), mine.end(), owner) != mine.end()) {
-          series[i].missed += g.missed;
-        }
+        // A record from before records named their incarnation is the
+        // name's: it counts for any field of that name.
+        const bool ours =
+            g.mcap_channel_id.has_value()
+                ? std::find(mine.begin(), mine.end(), owner) != mine.end()
+                : resolved[i].channel->name == g.channel;
+        if (ours) series[i].missed += g.missed;
       }
     }
   }

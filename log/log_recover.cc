@@ -108,12 +108,10 @@ absl::StatusOr<RecoverReport> RecoverLog(const std::string& in,
     std::vector<std::byte> recoded;
     if (gap.has_value() && gap->mcap_channel_id.has_value()) {
       absl::StatusOr<uint16_t> owner = ensure(*gap->mcap_channel_id);
-      if (owner.ok()) {
-        gap->mcap_channel_id = *owner;
-      } else {
-        gap->mcap_channel_id.reset();
-      }
-      recoded = EncodeGap(*gap);
+      absl::StatusOr<std::vector<std::byte>> with = WithGapChannelId(
+          v.message.data,
+          owner.ok() ? std::optional<uint16_t>(*owner) : std::nullopt);
+      if (with.ok()) recoded = std::move(*with);  // it decoded just above
     }
     trailer.clear();
     if (v.trailer.has_value()) {

@@ -85,9 +85,6 @@ absl::Status RealtimeReplay::Prepare(const std::string& path) {
   for (const McapProblem& p : reader_->mcap().problems()) {
     notes_.push_back(absl::StrCat("damaged log: ", p.ToString()));
   }
-  // Chunks that could not be read while finding the log's span: their
-  // messages cannot be replayed (Run meets only the damage in its range).
-  for (const McapProblem& p : reader_->open_problems()) NoteDamage(p);
   if (!reader_->mcap().footer().has_value()) {
     notes_.push_back(absl::StrCat(
         path,
@@ -181,6 +178,10 @@ absl::Status RealtimeReplay::Prepare(const std::string& path) {
   progress_.duration_ns = range_end_ns_ - range_start_ns_;
   progress_.rate = rate_;
   progress_.paused = paused_;
+  // Chunks that could not be read while finding the log's span: those of
+  // the replay's channels and range lost messages it would have played
+  // (Run's own reads meet only the damage inside the span they found).
+  for (const McapProblem& p : reader_->open_problems()) NoteDamage(p);
   return absl::OkStatus();
 }
 
@@ -248,11 +249,44 @@ void RealtimeReplay::NoteMalformed(const std::string& channel,
 
 void RealtimeReplay::NoteDamage(const McapProblem& p) {
   if (!damage_seen_.insert(p.offset).second) return;
-  ++progress_.damaged;
   notes_.push_back(absl::StrCat("damaged log: ", p.ToString()));
+  if (DamageConcernsReplay(p)) ++progress_.damaged;
 }
 
-bool RealtimeReplay::WaitUntilDue(int64_t t, const std::function<bool()>& stop) {
+bool RealtimeReplay::DamageConcernsReplay(const McapProblem& p) const {
+  // The chunk the damage is in, by the summary's index; without one, or
+  // outside every chunk, it may have held anything.
+  const mcap::ChunkIndex* chunk = nullptr;
+  for (const mcap::ChunkIndex& c : reader_->mcap().chunk_indexes()) {
+    if (p.offset >= c.chunk_start_offset &&
+        p.offset - c.chunk_start_offset < c.chunk_length) {
+      chunk = &c;
+      break;
+    }
+  }
+  if (chunk == nullptr) return true;
+  if (!chunk->message_index_offsets.empty()) {
+    bool ours = false;
+    for (const ReplayChannel& rc : plan_) {
+      for (uint16_t id : rc.ids) ours |= chunk->message_index_offsets.count(id) > 0;
+    }
+    if (!ours) return false;  // none of the replayed channels' messages
+  }
+  // The whole log asked for: all of it counts (a damaged chunk lies
+  // outside the span the readable messages give).
+  if (!options_.start_s.has_value() && !options_.end_s.has_value()) return true;
+  if (!reader_->log_time_tracks_send()) return true;
+  // Its messages' log times against the range's, with the reader's slack.
+  const int64_t offset = reader_->realtime_offset_ns();
+  const int64_t slack = LogReader::kLogTimeSlackNs;
+  const int64_t lo = SaturatingSub(SaturatingAdd(range_start_ns_, offset), slack);
+  const int64_t hi = SaturatingAdd(SaturatingAdd(range_end_ns_, offset), slack);
+  return !(static_cast<int64_t>(chunk->message_end_time) < lo ||
+           static_cast<int64_t>(chunk->message_start_time) > hi);
+}
+
+bool RealtimeReplay::WaitUntilDue(int64_t t, const std::function<bool()>& stop,
+                                  bool take_step) {
   bool was_paused = false;
   for (;;) {
     // `stop` may read progress(): never call it with mu_ held.
@@ -261,6 +295,7 @@ bool RealtimeReplay::WaitUntilDue(int64_t t, const std::function<bool()>& stop) 
     if (paused_) {
       was_paused = true;
       if (steps_ > 0) {
+        if (!take_step) return true;  // the step is the next message's
         --steps_;
         anchor_log_ = t;  // continue from here when unpaused
         anchor_wall_ = MonotonicNow();
@@ -326,17 +361,20 @@ absl::Status RealtimeReplay::Run(const std::function<bool()>& stop) {
   // Waits until shifted log time `t` is due; false when stopped. The clock
   // starts when the first message is ready (reading the first chunk and
   // filling the reorder window take a while).
-  const auto wait_until = [&](int64_t t) {
+  const auto wait_until = [&](int64_t t, bool take_step) {
     if (!anchored) {
       std::lock_guard lock(mu_);
       anchor_log_ = t;
       anchor_wall_ = MonotonicNow();
       anchored = true;
     }
-    return WaitUntilDue(t, stop);
+    return WaitUntilDue(t, stop, take_step);
   };
-  const auto stopped = [&] {
+  // Ends the run; `cursor`'s damage so far is noted (a stop mid-round
+  // keeps what it met).
+  const auto stopped = [&](const LogCursor& cursor) {
     std::lock_guard lock(mu_);
+    for (const McapProblem& p : cursor.problems()) NoteDamage(p);
     progress_.done = true;
     return failed.Summary();
   };
@@ -349,13 +387,16 @@ absl::Status RealtimeReplay::Run(const std::function<bool()>& stop) {
     std::unique_ptr<LogCursor> cursor = reader_->Read(read);
     LogMessage m;
     while (cursor->Next(&m)) {
-      if (!wait_until(SaturatingAdd(m.monotonic_send_ns, shift))) {
-        return stopped();
+      if (!wait_until(SaturatingAdd(m.monotonic_send_ns, shift),
+                      /*take_step=*/true)) {
+        return stopped(*cursor);
       }
       transport::RawPublisher* pub = by_channel_[m.channel->id];
       transport::SendTimes times;
-      times.monotonic_ns = static_cast<uint64_t>(m.monotonic_send_ns + shift);
-      times.realtime_ns = static_cast<uint64_t>(m.realtime_send_ns + shift);
+      times.monotonic_ns =
+          static_cast<uint64_t>(SaturatingAdd(m.monotonic_send_ns, shift));
+      times.realtime_ns =
+          static_cast<uint64_t>(SaturatingAdd(m.realtime_send_ns, shift));
       const transport::PublishResult r =
           pub->Publish(m.data, options_.restamp ? nullptr : &times);
       if (r.status == transport::PublishStatus::kMalformed) {
@@ -372,18 +413,14 @@ absl::Status RealtimeReplay::Run(const std::function<bool()>& stop) {
       }
       progress_.position_ns = m.monotonic_send_ns - range_start_ns_;
     }
-    for (const McapProblem& p : cursor->problems()) {
-      std::lock_guard lock(mu_);
-      NoteDamage(p);
-    }
-    if (!options_.loop || (stop && stop())) break;
-    if (!wait_until(SaturatingAdd(range_start_ns_, round_shift(round + 1)))) {
-      return stopped();
+    if (!options_.loop || (stop && stop())) return stopped(*cursor);
+    // The next round's start: a step taken while paused is the next
+    // message's, not spent on the boundary.
+    if (!wait_until(SaturatingAdd(range_start_ns_, round_shift(round + 1)),
+                    /*take_step=*/false)) {
+      return stopped(*cursor);
     }
   }
-  std::lock_guard lock(mu_);
-  progress_.done = true;
-  return failed.Summary();
 }
 
 }  // namespace tether::log

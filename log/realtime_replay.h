@@ -70,8 +70,9 @@ struct ReplayProgress {
   // Not published: not a valid Cap'n Proto message (framing or pointers
   // bad; see RealtimeReplay::malformed()). Not in `failed`.
   uint64_t malformed = 0;
-  // Damaged parts of the log met while replaying (chunks that could not be
-  // read: their messages were not replayed; notes() says where).
+  // Damaged parts of the log that held messages of the replayed channels
+  // and range (chunks that could not be read, found on Create() or while
+  // replaying): those messages were not replayed; notes() says where.
   uint64_t damaged = 0;
   int round = 0;
   bool paused = false;
@@ -110,8 +111,9 @@ class RealtimeReplay {
   RealtimeReplay& operator=(const RealtimeReplay&) = delete;
 
   // Publishes until the end of the range (every round with loop) or until
-  // `stop` returns true (polled at least every 50 ms). Returns the first
-  // publish error (the replay goes on past it) or OK. Messages that are not
+  // `stop` returns true (polled at least every 50 ms). Returns OK, or the
+  // sends that failed, per channel (PublishFailures::Summary; the replay
+  // goes on past them). Messages that are not
   // valid (the check every typed reader makes: bad framing or pointers) are
   // not published into the live stack: they are skipped and counted
   // (progress().malformed, malformed()), not errors here.
@@ -136,8 +138,14 @@ class RealtimeReplay {
   RealtimeReplay() = default;
   absl::Status Prepare(const std::string& path);
   // Waits until the message at log time `t` is due (or a step, or stop).
-  // False when stopped.
-  bool WaitUntilDue(int64_t t, const std::function<bool()>& stop);
+  // False when stopped. Without `take_step`, a pending step while paused
+  // passes the wait without being used (a round's boundary is no message).
+  bool WaitUntilDue(int64_t t, const std::function<bool()>& stop,
+                    bool take_step);
+  // Whether damage `p` can have held messages this replay plays: its chunk
+  // (by the summary's index) has one of the replayed channels and log
+  // times near the range; unknown chunks count.
+  bool DamageConcernsReplay(const McapProblem& p) const;
   // Counts damage `p` that lost messages (once per offset) and notes it.
   // Under mu_ once Run() runs.
   void NoteDamage(const McapProblem& p);

@@ -174,6 +174,16 @@ absl::StatusOr<std::vector<ReplayChannel>> PlanReplay(
     rc.name = it == rename.end() ? n.name : it->second;
     out.push_back(std::move(rc));
   }
+  for (const auto& [from, to] : rename) {
+    const bool planned = std::any_of(out.begin(), out.end(), [&](const auto& rc) {
+      return rc.logged->name == from;
+    });
+    if (!planned) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "remapping ", from, ":=", to, ": ", from,
+          " is not among the channels selected; add it to --channels"));
+    }
+  }
   for (const std::string& p : select) {
     if (used_patterns.count(p) == 0) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -203,7 +213,6 @@ absl::StatusOr<std::vector<ReplayChannel>> PlanReplay(
 void PublishFailures::Add(const std::string& channel,
                           transport::PublishStatus status) {
   ++failed_.try_emplace(channel, 0, status).first->second.first;
-  ++total_;
 }
 
 absl::Status PublishFailures::Summary() const {

@@ -74,14 +74,12 @@ absl::StatusOr<std::vector<ReplayChannel>> PlanReplay(
 class PublishFailures {
  public:
   void Add(const std::string& channel, transport::PublishStatus status);
-  uint64_t total() const { return total_; }
   // OK if nothing failed; else Internal "publishing failed on 2 channels:
   // /a 100 (channel shared memory is corrupt), /b 3 (...)".
   absl::Status Summary() const;
 
  private:
   std::map<std::string, std::pair<uint64_t, transport::PublishStatus>> failed_;
-  uint64_t total_ = 0;
 };
 
 // Loads the schemas of `channels` (from the log) into `schemas`.

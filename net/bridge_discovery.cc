@@ -124,37 +124,37 @@ absl::Status Bridge::Impl::SetUpOut(ChannelRun& c) {
       [this, run](const transport::RawMessage& m) { Forward(*run, m); });
   if (!watcher.ok()) return watcher.status();
   c.incarnation = (*h)->incarnation();
-  OpenCursor(c, (*watcher)->start_index());
+  OpenCursor(c, (*watcher)->start_index(), /*again=*/false);
   return absl::OkStatus();
 }
 
-void Bridge::Impl::OpenCursor(ChannelRun& c, uint64_t start) {
+void Bridge::Impl::OpenCursor(ChannelRun& c, uint64_t start, bool again) {
   // `start` is where the run's watcher starts: it delivers (or counts as
   // missed) every message from there on, so a first run that dies before it
   // forwards one leaves exactly that position, and nothing sent between
   // the watcher's start and this call goes uncounted. Without its cursor
   // the bridge still runs; what it would have counted across a restart is
   // said to be uncounted instead.
+  const auto say = [&](const std::string& why) {
+    c.SetDetail(why);
+    std::fprintf(stderr, "net-bridge %s: %s: %s\n", options.name.c_str(),
+                 c.config.name.c_str(), why.c_str());
+  };
   absl::StatusOr<std::unique_ptr<ForwardCursor>> cursor = ForwardCursor::Open(
       runtime.channels, c.config.name, options.name, c.incarnation, start);
   if (!cursor.ok()) {
-    const std::string why = absl::StrCat(
+    say(absl::StrCat(
         "messages sent while this bridge is not running will not be counted: ",
-        cursor.status().message());
-    c.SetDetail(why);
-    std::fprintf(stderr, "net-bridge %s: %s: %s\n", options.name.c_str(),
-                 c.config.name.c_str(), why.c_str());
+        cursor.status().message()));
     return;
   }
   c.cursor = std::move(*cursor);
-  if (!c.cursor->started_afresh().empty()) {
-    const std::string why = absl::StrCat(
-        "the forwarding cursor ", c.cursor->path(), " was not used (",
-        c.cursor->started_afresh(),
-        "): messages sent since its last run got there are not counted");
-    c.SetDetail(why);
-    std::fprintf(stderr, "net-bridge %s: %s: %s\n", options.name.c_str(),
-                 c.config.name.c_str(), why.c_str());
+  // Made again under a running bridge, the file's old contents are moot.
+  if (!again && !c.cursor->started_afresh().empty()) {
+    say(absl::StrCat("the forwarding cursor ", c.cursor->path(),
+                     " was not used (", c.cursor->started_afresh(),
+                     "): messages sent since its last run got there are not "
+                     "counted"));
   }
   // The gap since the last run is known now: counted at once, not only
   // when the next message comes.

@@ -71,13 +71,15 @@ void Bridge::Impl::AdvanceCursor(ChannelRun& c, uint64_t index) {
   if (c.cursor == nullptr) return;
   c.cursor->Advance(index);
   if (!c.cursor->damaged()) return;
-  std::fprintf(stderr,
-               "net-bridge %s: %s: the forwarding cursor %s was truncated "
-               "while this bridge ran: making it again\n",
-               options.name.c_str(), c.config.name.c_str(),
-               c.cursor->path().c_str());
+  const std::string why = absl::StrCat(
+      "the forwarding cursor ", c.cursor->path(),
+      " was truncated while this bridge ran (another process): made again "
+      "at its position");
+  c.SetDetail(why);
+  std::fprintf(stderr, "net-bridge %s: %s: %s\n", options.name.c_str(),
+               c.config.name.c_str(), why.c_str());
   c.cursor.reset();
-  OpenCursor(c, index + 1);
+  OpenCursor(c, index + 1, /*again=*/true);
 }
 
 void Bridge::Impl::ResumeCursor(ChannelRun& c, uint64_t first) {
@@ -90,7 +92,7 @@ void Bridge::Impl::ResumeCursor(ChannelRun& c, uint64_t first) {
   const std::string why = absl::StrCat(
       *gap, " messages were sent on ", c.config.name,
       " while this bridge was not running (between where its last run got "
-      "to and this run's first forward): not forwarded, counted in LOST "
+      "to and where this run started): not forwarded, counted in LOST "
       "SRC");
   c.SetDetail(why);
   std::fprintf(stderr, "net-bridge %s: %s\n", options.name.c_str(),

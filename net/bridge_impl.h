@@ -90,14 +90,15 @@ struct ChannelRun {
   std::string topic_name;
   dds_entity_t topic = 0;
 
-  // out (loop thread): the writer and the description announced.
+  // out (set up on the setup thread, then the loop thread's): the writer
+  // and the description announced.
   dds_entity_t writer = 0;
   ChannelDescription described;
   uint64_t next_seq = 1;
   // Across restarts (forward_cursor.h); null if it could not be opened.
   std::unique_ptr<ForwardCursor> cursor;
   uint64_t incarnation = 0;  // the local channel's, for the cursor
-  bool resumed = false;  // this run's first message was checked against it
+  bool resumed = false;  // this run's gap was counted (ResumeCursor)
   // Messages sent while no bridge ran, not yet told to a peer (they ride on
   // the next frame written with a peer matched, as upstream_missed).
   uint64_t untold_lost = 0;
@@ -193,10 +194,12 @@ struct Bridge::Impl {
   absl::Status SetUpOut(ChannelRun& c);
   // Opens `c`'s forwarding cursor (forward_cursor.h) once its watcher
   // exists; on failure says so in its detail and on stderr, and runs on.
-  // `start`: where the run's watcher starts. Counts the gap since the
-  // cursor's position at once (ResumeCursor), and says why when the file's
-  // position could not be used (forward_cursor.h started_afresh).
-  void OpenCursor(ChannelRun& c, uint64_t start);
+  // `start`: where the run's watcher starts (or, `again`, the position of
+  // a cursor made again under the running bridge). Counts the gap since the
+  // cursor's position at once (ResumeCursor, once a run), and says why when
+  // the file's position could not be used (forward_cursor.h
+  // started_afresh). Setup thread, or the loop thread when `again`.
+  void OpenCursor(ChannelRun& c, uint64_t start, bool again);
   // The message at `index` was handled: the cursor moves past it. A cursor
   // file truncated under the bridge is made again at this position (said
   // on stderr and in the detail). Loop thread.

@@ -21,8 +21,9 @@
 // name forwarding one channel of one instance would share the file: run
 // one bridge per name and instance (net/README.md).
 //
-// Threads: Open on the setup thread; Resume and Advance on the thread that
-// forwards (the bridge's loop thread), one at a time.
+// Threads: one at a time, on the thread that sets up or forwards (the
+// bridge's setup thread, then its loop thread, which also opens a cursor
+// again after damaged()).
 #ifndef TETHER_NET_FORWARD_CURSOR_H_
 #define TETHER_NET_FORWARD_CURSOR_H_
 

@@ -9,7 +9,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "log/log_format.h"
 #include "log/logger.h"
+#include "log/mcap_writer.h"
 #include "tests/log/log_test_util.h"
 #include "tests/shm/shm_test_util.h"
 
@@ -81,6 +83,52 @@ TEST(CheckLog, ALogOfValidMessagesDecodesWhole) {
     }
   }
   EXPECT_TRUE(decoded) << ::testing::PrintToString(report->passed);
+}
+
+// A loss record names the MCAP channel (incarnation) that lost the
+// messages: one that names a channel of another name, or none defined, is
+// a problem; one naming its own is not.
+TEST(CheckLog, ALossRecordMustNameAChannelOfItsName) {
+  shm::testing::ScopedRoot root;
+  transport::SchemaRegistry schemas;
+  RegisterTestTypes(schemas);
+  auto a = MakeChannel(root.options(), schemas, "/a", kScalarsType);
+  const ChannelDescription d = DescribeChannel(*a);
+  for (const int named : {0, 1, 7}) {  // /a's id, the other, undefined
+    const std::string path = TempFile("gap-ids.mcap");
+    {
+      McapWriterOptions wo;
+      wo.overwrite = true;
+      auto w = McapWriter::Create(path, wo);
+      ASSERT_TRUE(w.ok()) << w.status();
+      auto schema = (*w)->AddSchema(d.type_name, kCapnpEncoding, d.schema);
+      auto gap_schema =
+          (*w)->AddSchema(GapTypeName(), kCapnpEncoding, GapSchema());
+      ASSERT_TRUE(schema.ok() && gap_schema.ok());
+      auto ida = (*w)->AddChannel(*schema, "/a", kCapnpEncoding,
+                                  ChannelMetadata(d));
+      auto idg = (*w)->AddChannel(*gap_schema, kGapChannel, kCapnpEncoding, {});
+      ASSERT_TRUE(ida.ok() && idg.ok());
+      const uint16_t ids[] = {*ida, *idg, 7};
+      GapRecord g;
+      g.channel = "/a";
+      g.missed = 1;
+      g.mcap_channel_id = ids[named == 0 ? 0 : named == 1 ? 1 : 2];
+      const std::vector<std::byte> m = ScalarsMessage(1);
+      ASSERT_TRUE((*w)->WriteMessage({*ida, 0, 1000, 1000, m}, {}).ok());
+      const std::vector<std::byte> gap = EncodeGap(g);
+      ASSERT_TRUE((*w)->WriteMessage({*idg, 0, 2000, 2000, gap}, {}).ok());
+      ASSERT_TRUE((*w)->Close().ok());
+    }
+    auto report = CheckLog(path);
+    ASSERT_TRUE(report.ok()) << report.status();
+    bool flagged = false;
+    for (const McapProblem& p : report->problems) {
+      flagged |= p.what.find("a loss record of /a names channel id") !=
+                 std::string::npos;
+    }
+    EXPECT_EQ(flagged, named != 0) << named;
+  }
 }
 
 }  // namespace
