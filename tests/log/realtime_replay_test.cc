@@ -115,6 +115,12 @@ std::vector<Sent> Drain(const shm::ChannelOptions& options, const std::string& n
   return out;
 }
 
+// Runs `replay` for `span` of wall time (or to its end).
+absl::Status RunFor(RealtimeReplay& replay, std::chrono::nanoseconds span) {
+  const auto until = std::chrono::steady_clock::now() + span;
+  return replay.Run([&] { return std::chrono::steady_clock::now() > until; });
+}
+
 TEST_F(RealtimeReplayTest, CreatesTheChannelsAndDeliversBytesAndSendTimesUnchanged) {
   auto replay = RealtimeReplay::Create(*path_, Options());
   ASSERT_TRUE(replay.ok()) << replay.status();
@@ -497,11 +503,7 @@ TEST(RealtimeReplaySlow, ALongPauseAtTheSlowestRateWaitsInsteadOfWrapping) {
   o.rate = kMinReplayRate;
   auto replay = RealtimeReplay::Create(path, o);
   ASSERT_TRUE(replay.ok()) << replay.status();
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  ASSERT_TRUE(
-      (*replay)
-          ->Run([&] { return std::chrono::steady_clock::now() > until; })
-          .ok());
+  ASSERT_TRUE(RunFor(**replay, std::chrono::seconds(1)).ok());
   EXPECT_EQ((*replay)->progress().messages, 1u)
       << "the second message is due in 10^19 ns, not now";
 }
@@ -720,6 +722,22 @@ void WriteLogByHand(
   ASSERT_TRUE((*w)->Close().ok());
 }
 
+// WriteLogByHand of two Scalars channels with tether's metadata: /a three
+// times, then /b, at `times` (four), in chunks of `chunk_size` bytes.
+void WriteABLog(const std::string& path, const std::vector<uint64_t>& times,
+                uint64_t chunk_size = 1 << 20) {
+  shm::testing::ScopedRoot source;
+  transport::SchemaRegistry schemas;
+  RegisterTestTypes(schemas);
+  auto a = MakeChannel(source.options(), schemas, "/a", kScalarsType);
+  auto b = MakeChannel(source.options(), schemas, "/b", kScalarsType);
+  const ChannelDescription da = DescribeChannel(*a);
+  WriteLogByHand(path, da,
+                 {{"/a", ChannelMetadata(da)},
+                  {"/b", ChannelMetadata(DescribeChannel(*b))}},
+                 {0, 0, 0, 1}, times, chunk_size);
+}
+
 // A name whose later incarnation lacks tether's metadata (a log another
 // writer added to, or a damaged one): the name is one unit, so none of /a
 // plays, not only the incarnation that cannot (which used to play alone,
@@ -841,16 +859,8 @@ TEST(RealtimeReplayBadMetadata, ARateThatIsNotOneMakesTheChannelUnreplayable) {
 // range holding none of the selected messages waits out each round
 // instead of spinning through them.
 TEST(RealtimeReplayLoop, EachRoundLastsItsRange) {
-  shm::testing::ScopedRoot source;
-  transport::SchemaRegistry schemas;
-  RegisterTestTypes(schemas);
-  auto a = MakeChannel(source.options(), schemas, "/a", kScalarsType);
-  auto b = MakeChannel(source.options(), schemas, "/b", kScalarsType);
-  const ChannelDescription da = DescribeChannel(*a);
   const std::string path = TempFile("loop-pace.mcap");
-  WriteLogByHand(path, da,
-                 {{"/a", ChannelMetadata(da)}, {"/b", ChannelMetadata(DescribeChannel(*b))}},
-                 {0, 0, 0, 1}, {1000, 2000, 3000, 200'001'000});
+  WriteABLog(path, {1000, 2000, 3000, 200'001'000});
   for (const bool empty_range : {false, true}) {
     shm::testing::ScopedRoot into;
     RealtimeReplayOptions o;
@@ -860,11 +870,7 @@ TEST(RealtimeReplayLoop, EachRoundLastsItsRange) {
     if (empty_range) o.start_s = 0.1;  // 100..200 ms: no /a message
     auto replay = RealtimeReplay::Create(path, o);
     ASSERT_TRUE(replay.ok()) << replay.status();
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
-    ASSERT_TRUE(
-        (*replay)
-            ->Run([&] { return std::chrono::steady_clock::now() > until; })
-            .ok());
+    ASSERT_TRUE(RunFor(**replay, std::chrono::milliseconds(500)).ok());
     const ReplayProgress p = (*replay)->progress();
     EXPECT_LE(p.round, 8) << "empty range: " << empty_range;
     if (empty_range) {
@@ -933,18 +939,10 @@ TEST_F(RealtimeReplayTest, RemappingsNameTheirChannel) {
 // times where they track send times, as in tether's recordings; this
 // hand-written log's do not, so a range of it counts all damage.)
 TEST(RealtimeReplayDamage, OnlyDamageInTheReplayedChannelsAndRangeCounts) {
-  shm::testing::ScopedRoot source;
-  transport::SchemaRegistry schemas;
-  RegisterTestTypes(schemas);
-  auto a = MakeChannel(source.options(), schemas, "/a", kScalarsType);
-  auto b = MakeChannel(source.options(), schemas, "/b", kScalarsType);
-  const ChannelDescription da = DescribeChannel(*a);
   const std::string path = TempFile("damaged-b.mcap");
   // One message a chunk: /a at 1..3 ms, /b at 100 ms.
-  WriteLogByHand(path, da,
-                 {{"/a", ChannelMetadata(da)}, {"/b", ChannelMetadata(DescribeChannel(*b))}},
-                 {0, 0, 0, 1}, {1'000'000, 2'000'000, 3'000'000, 100'000'000},
-                 /*chunk_size=*/16);
+  WriteABLog(path, {1'000'000, 2'000'000, 3'000'000, 100'000'000},
+             /*chunk_size=*/16);
   {
     auto reader = LogReader::Open(path);
     ASSERT_TRUE(reader.ok()) << reader.status();
