@@ -201,7 +201,9 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Open(
     absl::StatusOr<std::unique_ptr<Channel>> mapped =
         Map(options, name_str, path, f->fd, f->writable, std::nullopt, {});
     // Removed (or replaced) while we opened it: open what is there now.
-    if (!absl::IsAborted(mapped.status()) || attempt == 2) return mapped;
+    if (!absl::IsAborted(mapped.status()) || attempt + 1 == kOpenAttempts) {
+      return mapped;
+    }
   }
 }
 

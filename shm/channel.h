@@ -164,7 +164,11 @@ class Channel {
   // file cannot be read, DataLoss if the files are not a valid channel
   // (or the reader-state file has the wrong size). Each file is
   // mapped read-write when this process may write it, else read-only (see
-  // data_writable(), reader_state_writable()). Runs a Sweep(). Not RT-safe.
+  // data_writable(), reader_state_writable()). A channel removed (and
+  // maybe made anew) while it is opened is opened again, up to
+  // kOpenAttempts times; Aborted if it was removed under every attempt.
+  // Runs a Sweep(). Not RT-safe.
+  static constexpr int kOpenAttempts = 8;
   static absl::StatusOr<std::unique_ptr<Channel>> Open(
       const ChannelOptions& options, std::string_view name);
 
