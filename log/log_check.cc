@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "log/compression.h"
+#include "log/log_check_summary.h"
 #include "log/log_format.h"
 #include "log/log_reader.h"
 #include "transport/dynamic.h"
@@ -517,46 +518,7 @@ absl::StatusOr<CheckReport> CheckLog(const std::string& path) {
     } else {
       report.notes.push_back("the summary has no statistics record");
     }
-    // Summary offsets: each group is a run of records of its opcode.
-    const uint64_t footer_at = reader.file().size() - mcap::kMagicSize -
-                               mcap::kFooterRecordSize;
-    std::vector<std::byte> bytes;
-    if (reader.file().ReadAt(at, footer_at - at, &bytes).ok()) {
-      uint64_t pos = 0;
-      mcap::RecordView r;
-      std::vector<mcap::SummaryOffset> offsets;
-      while (mcap::SplitRecord(bytes, &pos, &r) == mcap::SplitStatus::kOk) {
-        if (r.opcode == static_cast<uint8_t>(mcap::Opcode::kSummaryOffset)) {
-          if (auto so = mcap::ParseSummaryOffset(r.content); so.ok()) {
-            offsets.push_back(*so);
-          }
-        }
-      }
-      if (offsets.empty()) report.notes.push_back("no summary offsets");
-      for (const mcap::SummaryOffset& so : offsets) {
-        if (so.group_start < at || so.group_start + so.group_length > footer_at) {
-          report.problems.push_back(
-              {so.group_start, "summary offset points outside the summary"});
-          continue;
-        }
-        uint64_t p = so.group_start - at;
-        const uint64_t end = p + so.group_length;
-        bool good = true;
-        while (p < end) {
-          if (mcap::SplitRecord(bytes, &p, &r) != mcap::SplitStatus::kOk ||
-              r.opcode != so.group_opcode || p > end) {
-            good = false;
-            break;
-          }
-        }
-        if (!good) {
-          report.problems.push_back(
-              {so.group_start,
-               absl::StrCat("summary offset for ", mcap::OpcodeName(so.group_opcode),
-                            " records does not cover exactly such records")});
-        }
-      }
-    }
+    CheckSummaryOffsets(reader.file(), at, &report);
   } else {
     report.notes.push_back(
         "no usable summary: standard readers cannot open this file indexed "
