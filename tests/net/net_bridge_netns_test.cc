@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -297,9 +298,12 @@ class NetBridgeTest : public ::testing::Test {
   // Host a forwards /robot/scan (made here, as `out` says) to host b: b's
   // copy once both bridges are linked, or null (a test failure).
   std::unique_ptr<transport::ChannelHandle> ForwardScan(
-      std::unique_ptr<transport::ChannelHandle>* a, const ChannelSpec& out) {
-    *a = MakeChannel(0, "/robot/scan", SampleType());
+      std::unique_ptr<transport::ChannelHandle>* a, const ChannelSpec& out,
+      uint32_t depth = 1024,
+      const std::function<void()>& before_bridges = nullptr) {
+    *a = MakeChannel(0, "/robot/scan", SampleType(), depth);
     if (*a == nullptr) return nullptr;
+    if (before_bridges) before_bridges();
     StartBridge(1, {{"/robot/scan", "in"}});
     StartBridge(0, {out});
     std::unique_ptr<transport::ChannelHandle> b;
@@ -465,14 +469,10 @@ INSTANTIATE_TEST_SUITE_P(AfterForwarding, NetBridgeRestartTest,
 // messages overwritten are counted once, as overwritten, not a second time
 // as sent while it was down; sent = crossed + LOST SRC, exactly.
 TEST_F(NetBridgeTest, AnOverflowBeforeTheFirstForwardIsCountedOnce) {
-  auto a = MakeChannel(0, "/robot/scan", SampleType(), /*depth=*/8);
-  ASSERT_NE(a, nullptr);
-  StartBridge(1, {{"/robot/scan", "in"}});
-  StartBridge(0, {{"/robot/scan", "out", "reliable"}});
-  std::unique_ptr<transport::ChannelHandle> b;
-  ASSERT_TRUE(WaitFor([&] { return (b = Open(1, "/robot/scan")) != nullptr; },
-                      kLong));
-  ASSERT_TRUE(WaitFor([&] { return Linked("/robot/scan"); }, kLong));
+  std::unique_ptr<transport::ChannelHandle> a;
+  std::unique_ptr<transport::ChannelHandle> b =
+      ForwardScan(&a, {"/robot/scan", "out", "reliable"}, /*depth=*/8);
+  ASSERT_NE(b, nullptr);
   Collector got(std::move(b));
   auto pub = transport::RawPublisher::Create(a.get());
   ASSERT_TRUE(pub.ok()) << pub.status();
@@ -503,17 +503,14 @@ TEST_F(NetBridgeTest, AnOverflowBeforeTheFirstForwardIsCountedOnce) {
 // forwards as ever and says, in the channel's detail and on stderr, that
 // messages sent while it is not running will not be counted.
 TEST_F(NetBridgeTest, ABridgeWithoutItsCursorForwardsAndSaysWhatItWillNotCount) {
-  auto a = MakeChannel(0, "/robot/scan", SampleType());
-  ASSERT_NE(a, nullptr);
   const std::string cursor = shm::Channel::CompanionPathFor(
       options_[0], "/robot/scan", ForwardCursor::kKind, "a");
-  ASSERT_TRUE(std::filesystem::create_directory(cursor)) << cursor;
-  StartBridge(1, {{"/robot/scan", "in"}});
-  StartBridge(0, {{"/robot/scan", "out", "reliable"}});
-  std::unique_ptr<transport::ChannelHandle> b;
-  ASSERT_TRUE(WaitFor([&] { return (b = Open(1, "/robot/scan")) != nullptr; },
-                      kLong));
-  ASSERT_TRUE(WaitFor([&] { return Linked("/robot/scan"); }, kLong));
+  std::unique_ptr<transport::ChannelHandle> a;
+  std::unique_ptr<transport::ChannelHandle> b = ForwardScan(
+      &a, {"/robot/scan", "out", "reliable"}, /*depth=*/1024, [&] {
+        EXPECT_TRUE(std::filesystem::create_directory(cursor)) << cursor;
+      });
+  ASSERT_NE(b, nullptr);
   Collector got(std::move(b));
   auto pub = transport::RawPublisher::Create(a.get());
   ASSERT_TRUE(pub.ok()) << pub.status();
