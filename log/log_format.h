@@ -26,17 +26,22 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "log/mcap_format.h"
 #include "transport/channel_handle.h"
+#include "transport/names.h"
 
 namespace tether::log {
 
 inline constexpr char kTetherProfile[] = "x-tether";
 inline constexpr char kCapnpEncoding[] = "capnproto";
 inline constexpr char kGapChannel[] = "/tether/log/gaps";
+// No shm channel can take its name (transport/names.h).
+static_assert(std::string_view(kGapChannel).starts_with(
+    transport::kReservedLogPrefix));
 inline constexpr char kRecordingMetadata[] = "tether.recording";
 inline constexpr char kSummaryMetadata[] = "tether.summary";
 inline constexpr uint8_t kContextOpcode = 0x80;
