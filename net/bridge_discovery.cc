@@ -124,11 +124,13 @@ absl::Status Bridge::Impl::SetUpOut(ChannelRun& c) {
       [this, run](const transport::RawMessage& m) { Forward(*run, m); });
   if (!watcher.ok()) return watcher.status();
   c.incarnation = (*h)->incarnation();
+  c.stream_id = id;  // this run's own stream unless the cursor keeps one
   OpenCursor(c, (*watcher)->start_index(), /*again=*/false);
   return absl::OkStatus();
 }
 
-void Bridge::Impl::OpenCursor(ChannelRun& c, uint64_t start, bool again) {
+void Bridge::Impl::OpenCursor(ChannelRun& c, uint64_t start, bool again,
+                              const ForwardCursor::Stream* keep) {
   // `start` is where the run's watcher starts: it delivers (or counts as
   // missed) every message from there on, so a first run that dies before it
   // forwards one leaves exactly that position, and nothing sent between
@@ -141,7 +143,8 @@ void Bridge::Impl::OpenCursor(ChannelRun& c, uint64_t start, bool again) {
                  c.config.name.c_str(), why.c_str());
   };
   absl::StatusOr<std::unique_ptr<ForwardCursor>> cursor = ForwardCursor::Open(
-      runtime.channels, c.config.name, options.name, c.incarnation, start);
+      runtime.channels, c.config.name, options.name, c.incarnation, start,
+      keep);
   if (!cursor.ok()) {
     say(absl::StrCat(
         "messages sent while this bridge is not running will not be counted: ",
@@ -149,6 +152,11 @@ void Bridge::Impl::OpenCursor(ChannelRun& c, uint64_t start, bool again) {
     return;
   }
   c.cursor = std::move(*cursor);
+  // The frames go on with the stream the cursor keeps (net/frame.idl).
+  const ForwardCursor::Stream stream = c.cursor->stream();
+  c.stream_id = stream.id;
+  c.next_seq = stream.last_seq + 1;
+  c.lost_total = stream.lost;
   // Made again under a running bridge, the file's old contents are moot.
   if (!again && !c.cursor->started_afresh().empty()) {
     say(absl::StrCat("the forwarding cursor ", c.cursor->path(),

@@ -31,10 +31,15 @@ void Bridge::Impl::Forward(ChannelRun& c, const transport::RawMessage& m) {
     AdvanceCursor(c, ctx.queue_index);
     return;
   }
-  if (ctx.missed != 0) c.lost_at_sender.fetch_add(ctx.missed);
+  if (ctx.missed != 0) {
+    c.lost_at_sender.fetch_add(ctx.missed);
+    c.lost_total += ctx.missed;
+  }
   tether_net_Frame f{};
   f.bridge_id = id;
+  f.stream_id = c.stream_id;
   f.seq = c.next_seq++;
+  f.lost_total = c.lost_total;
   f.type_id = c.described.type_id;
   f.schema_hash = c.described.schema_hash;
   f.upstream_missed = ctx.missed;
@@ -54,6 +59,8 @@ void Bridge::Impl::Forward(ChannelRun& c, const transport::RawMessage& m) {
   f.payload._length = f.payload._maximum =
       static_cast<uint32_t>(m.bytes.size());
   f.payload._release = false;
+  // Before the write: a run killed after it never reuses this number.
+  if (c.cursor != nullptr) c.cursor->Record(f.seq, f.lost_total);
   const dds_return_t rc = dds_write(c.writer, &f);
   // Handled either way: written, or counted as dropped.
   AdvanceCursor(c, ctx.queue_index);
@@ -79,7 +86,8 @@ void Bridge::Impl::AdvanceCursor(ChannelRun& c, uint64_t index) {
   std::fprintf(stderr, "net-bridge %s: %s: %s\n", options.name.c_str(),
                c.config.name.c_str(), why.c_str());
   c.cursor.reset();
-  OpenCursor(c, index + 1, /*again=*/true);
+  const ForwardCursor::Stream keep{c.stream_id, c.next_seq - 1, c.lost_total};
+  OpenCursor(c, index + 1, /*again=*/true, &keep);
 }
 
 void Bridge::Impl::ResumeCursor(ChannelRun& c, uint64_t first) {
@@ -89,6 +97,7 @@ void Bridge::Impl::ResumeCursor(ChannelRun& c, uint64_t first) {
   if (!gap.has_value() || *gap == 0) return;
   c.lost_at_sender.fetch_add(*gap);
   c.untold_lost += *gap;
+  c.lost_total += *gap;  // the cursor has it too (Resume)
   const std::string why = absl::StrCat(
       *gap, " messages were sent on ", c.config.name,
       " while this bridge was not running (between where its last run got "
@@ -125,13 +134,19 @@ void Bridge::Impl::Deliver(ChannelRun& c, const tether_net_Frame& f) {
     c.dropped.fetch_add(1);
     return;
   }
-  const SequenceTracker::Result r = c.sequences.Observe(f.bridge_id, f.seq);
+  const SequenceTracker::Result r =
+      c.sequences.Observe(f.stream_id, f.seq, f.lost_total);
   if (r.verdict == SequenceTracker::Verdict::kOld) {
     c.duplicates.fetch_add(1);
     return;
   }
   if (r.lost != 0) c.lost_network.fetch_add(r.lost);
-  if (f.upstream_missed != 0) c.lost_at_sender.fetch_add(f.upstream_missed);
+  // A stream seen before: its lost count since the last frame, also what
+  // frames that never arrived reported; a new one: what its frame says.
+  const uint64_t at_sender = r.verdict == SequenceTracker::Verdict::kFirst
+                                 ? f.upstream_missed
+                                 : r.lost_at_sender;
+  if (at_sender != 0) c.lost_at_sender.fetch_add(at_sender);
 
   // Send times in this host's clocks: one kernel keeps CLOCK_MONOTONIC;
   // across machines the realtime send time is mapped onto this host's

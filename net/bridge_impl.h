@@ -94,7 +94,12 @@ struct ChannelRun {
   // and the description announced.
   dds_entity_t writer = 0;
   ChannelDescription described;
+  // The stream of this channel's frames (net/frame.idl): taken from the
+  // cursor, which keeps it across restarts, or new for this run without
+  // one. lost_total: messages lost at the sender in the whole stream.
+  uint64_t stream_id = 0;
   uint64_t next_seq = 1;
+  uint64_t lost_total = 0;
   // Across restarts (forward_cursor.h); null if it could not be opened.
   std::unique_ptr<ForwardCursor> cursor;
   uint64_t incarnation = 0;  // the local channel's, for the cursor
@@ -198,8 +203,11 @@ struct Bridge::Impl {
   // a cursor made again under the running bridge). Counts the gap since the
   // cursor's position at once (ResumeCursor, once a run), and says why when
   // the file's position could not be used (forward_cursor.h
-  // started_afresh). Setup thread, or the loop thread when `again`.
-  void OpenCursor(ChannelRun& c, uint64_t start, bool again);
+  // started_afresh). The run's frames go on with the cursor's stream
+  // (`keep` for the file made again). Setup thread, or the loop thread when
+  // `again`.
+  void OpenCursor(ChannelRun& c, uint64_t start, bool again,
+                  const ForwardCursor::Stream* keep = nullptr);
   // The message at `index` was handled: the cursor moves past it. A cursor
   // file truncated under the bridge is made again at this position (said
   // on stderr and in the detail). Loop thread.
@@ -238,7 +246,8 @@ struct Bridge::Impl {
   // One frame into the local channel with its send times (mapped onto
   // this host's clock across machines); frames of refused senders or
   // another type are dropped, old sequence numbers counted as duplicates,
-  // gaps as network loss. Receive thread; never waits for readers.
+  // gaps as network loss, per stream (across the sender's restarts).
+  // Receive thread; never waits for readers.
   void Deliver(ChannelRun& c, const tether_net_Frame& f);
 };
 

@@ -5,15 +5,19 @@
 
 namespace tether::net {
 
-SequenceTracker::Result SequenceTracker::Observe(uint64_t sender,
-                                                 uint64_t seq) {
-  auto [it, inserted] = last_.try_emplace(sender, seq);
-  if (inserted) return {Verdict::kFirst, 0};
-  uint64_t& last = it->second;
-  if (seq <= last) return {Verdict::kOld, 0};
-  const uint64_t lost = seq - last - 1;
-  last = seq;
-  return {lost == 0 ? Verdict::kNext : Verdict::kGap, lost};
+SequenceTracker::Result SequenceTracker::Observe(uint64_t stream,
+                                                 uint64_t seq,
+                                                 uint64_t lost_total) {
+  auto [it, inserted] = last_.try_emplace(stream, Last{seq, lost_total});
+  if (inserted) return {Verdict::kFirst, 0, 0};
+  Last& last = it->second;
+  if (seq <= last.seq) return {Verdict::kOld, 0, 0};
+  const uint64_t lost = seq - last.seq - 1;
+  const uint64_t at_sender =
+      lost_total > last.lost_total ? lost_total - last.lost_total : 0;
+  last.seq = seq;
+  last.lost_total = std::max(last.lost_total, lost_total);
+  return {lost == 0 ? Verdict::kNext : Verdict::kGap, lost, at_sender};
 }
 
 LatencyWindow::LatencyWindow() { samples_.reserve(kCapacity); }

@@ -13,26 +13,37 @@
 
 namespace tether::net {
 
-// Frames carry (sending bridge id, sequence from 1). Not thread-safe: the
-// bridge's receive thread owns it. Allocates only for a new sender.
+// Frames carry (stream id, sequence from 1, messages lost at the sender in
+// the whole stream; net/frame.idl). A stream outlives the sending bridge's
+// run, so a restarted sender's frames continue its numbers. Not
+// thread-safe: the bridge's receive thread owns it. Allocates only for a
+// new stream.
 class SequenceTracker {
  public:
   enum class Verdict {
     kNext,   // the expected next frame
     kGap,    // frames before this one never arrived (`lost` of them)
-    kFirst,  // first frame seen from this sender (a late joiner counts none
+    kFirst,  // first frame seen of this stream (a late joiner counts none
              // of the frames sent before it listened as lost)
     kOld,    // not newer than one already seen (late or repeated): skip it
   };
   struct Result {
     Verdict verdict = Verdict::kNext;
     uint64_t lost = 0;
+    // Messages lost at the sender since the last frame seen of the stream
+    // (the growth of its lost count; 0 for kFirst and kOld, and for a count
+    // that went back, which no sender writes).
+    uint64_t lost_at_sender = 0;
   };
-  Result Observe(uint64_t sender, uint64_t seq);
-  size_t senders() const { return last_.size(); }
+  Result Observe(uint64_t stream, uint64_t seq, uint64_t lost_total);
+  size_t streams() const { return last_.size(); }
 
  private:
-  absl::flat_hash_map<uint64_t, uint64_t> last_;
+  struct Last {
+    uint64_t seq;
+    uint64_t lost_total;
+  };
+  absl::flat_hash_map<uint64_t, Last> last_;
 };
 
 struct LatencySummary {

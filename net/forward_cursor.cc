@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "shm/mapping_guard.h"
@@ -23,6 +24,10 @@ struct ForwardCursor::File {
   // Queue index of the next message to handle (kNoPosition in a file an
   // older build left: no position).
   std::atomic<uint64_t> next;
+  // The stream (Stream); absent (kStreamlessSize) in files of older builds.
+  uint64_t stream;
+  std::atomic<uint64_t> last_seq;
+  std::atomic<uint64_t> lost;
 };
 
 namespace {
@@ -50,8 +55,10 @@ absl::Status Errno(int err, const std::string& what, const std::string& path) {
 
 absl::StatusOr<std::unique_ptr<ForwardCursor>> ForwardCursor::Open(
     const shm::ChannelOptions& options, const std::string& channel,
-    const std::string& bridge, uint64_t incarnation, uint64_t start) {
+    const std::string& bridge, uint64_t incarnation, uint64_t start,
+    const Stream* keep) {
   static_assert(offsetof(File, next) == kPositionOffset);
+  static_assert(offsetof(File, stream) == kStreamlessSize);
   const std::string path =
       shm::Channel::CompanionPathFor(options, channel, kKind, bridge);
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
@@ -71,6 +78,9 @@ absl::StatusOr<std::unique_ptr<ForwardCursor>> ForwardCursor::Open(
     return not_a_file();
   }
   const bool sized = static_cast<size_t>(st.st_size) >= sizeof(File);
+  // An older build's file: its position is good, its stream is new.
+  const bool streamless =
+      static_cast<size_t>(st.st_size) == kStreamlessSize;
   // Reserve the page before mapping it: a full filesystem fails here, not
   // with a SIGBUS at the first store.
   if (!sized) {
@@ -88,23 +98,38 @@ absl::StatusOr<std::unique_ptr<ForwardCursor>> ForwardCursor::Open(
   const int guard = shm::internal::RegisterMapping(map, page);
   File* file = static_cast<File*>(map);
   std::string afresh;
-  if (st.st_size > 0 && !sized) {
-    afresh = absl::StrCat("it was cut short (", st.st_size, " bytes)");
-  } else if (sized && file->magic != kMagic) {
+  const bool has_position = sized || streamless;
+  if (static_cast<size_t>(st.st_size) >= kStreamlessSize &&
+      file->magic != kMagic) {
     afresh = "it was not a cursor (damaged, or another program's)";
-  } else if (sized && file->incarnation != incarnation) {
+  } else if (st.st_size > 0 && !has_position) {
+    afresh = absl::StrCat("it was cut short (", st.st_size, " bytes)");
+  } else if (has_position && file->incarnation != incarnation) {
     afresh = "it was of another incarnation of the channel (re-created "
              "since), whose messages are gone";
   }
-  const bool fresh = !sized || !afresh.empty();
+  const bool fresh = !has_position || !afresh.empty();
   if (fresh) {
     file->magic = 0;  // a reader of a half-written file sees no cursor
     file->incarnation = incarnation;
     file->next.store(start, std::memory_order_relaxed);
-    file->magic = kMagic;
   } else if (file->next.load(std::memory_order_relaxed) == kNoPosition) {
     file->next.store(start, std::memory_order_relaxed);
   }
+  if (fresh || !sized || keep != nullptr) {
+    Stream s;
+    if (keep != nullptr) {
+      s = *keep;
+    } else {
+      std::random_device rd;
+      s.id = ((uint64_t{rd()} << 32) ^ rd()) | 1;  // never 0
+    }
+    file->magic = 0;
+    file->stream = s.id;
+    file->last_seq.store(s.last_seq, std::memory_order_relaxed);
+    file->lost.store(s.lost, std::memory_order_relaxed);
+  }
+  file->magic = kMagic;
   return std::unique_ptr<ForwardCursor>(
       new ForwardCursor(path, file, guard, std::move(afresh)));
 }
@@ -121,11 +146,27 @@ ForwardCursor::~ForwardCursor() {
 std::optional<uint64_t> ForwardCursor::Resume(uint64_t first) {
   const uint64_t next = file_->next.load(std::memory_order_relaxed);
   if (next == kNoPosition || next > first) return std::nullopt;
-  return first - next;
+  const uint64_t gap = first - next;
+  // The count before the position: killed between the two, the next run
+  // counts the gap twice, never not at all.
+  file_->lost.store(file_->lost.load(std::memory_order_relaxed) + gap,
+                    std::memory_order_relaxed);
+  file_->next.store(first, std::memory_order_relaxed);
+  return gap;
 }
 
 void ForwardCursor::Advance(uint64_t index) {
   file_->next.store(index + 1, std::memory_order_relaxed);
+}
+
+ForwardCursor::Stream ForwardCursor::stream() const {
+  return {file_->stream, file_->last_seq.load(std::memory_order_relaxed),
+          file_->lost.load(std::memory_order_relaxed)};
+}
+
+void ForwardCursor::Record(uint64_t seq, uint64_t lost) {
+  file_->lost.store(lost, std::memory_order_relaxed);
+  file_->last_seq.store(seq, std::memory_order_relaxed);
 }
 
 }  // namespace tether::net

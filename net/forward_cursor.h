@@ -5,19 +5,27 @@
 //
 // A file per (channel, bridge name) beside the channel in the instance
 // folder (shm::Channel::CompanionPathFor, kind "net-cursor"): a magic, the
-// channel incarnation it is about (its nonce) and the next queue index to
-// forward, mapped shared. Advance() is one store into that mapping, no
-// syscall, so the cursor survives a SIGKILL (the page is the tmpfs file's)
-// and costs the bridge's loop nothing it would notice.
+// channel incarnation it is about (its nonce), the next queue index to
+// forward, and the stream the bridge's frames of this channel form (its id,
+// the last frame sequence number written, the messages lost at the sender
+// in all), mapped shared. Advance() and Record() are stores into that
+// mapping, no syscall, so the cursor survives a SIGKILL (the page is the
+// tmpfs file's) and costs the bridge's loop nothing it would notice. The
+// stream lets a receiver count across a restart exactly: the next run goes
+// on with the sequence numbers and the lost count (net/frame.idl).
 //
 // A file truncated under a running bridge (another process, `truncate`)
 // would make the next store a SIGBUS: the mapping is guarded
 // (shm/mapping_guard.h), the store lands on a private zero page, and
 // damaged() says so; the bridge then opens the cursor again.
 //
-// Exactness: Advance() follows the DDS write of the message, so a bridge
-// killed between the two counts that one message as lost although it was
-// written; it never counts a lost message as forwarded. Two bridges of one
+// Exactness: Record() precedes the DDS write of a frame and Advance()
+// follows it, so a bridge killed between the two counts that frame's
+// message (and the losses it reported) twice, as lost at the sender by the
+// next run and as a frame missing (or written) at the receiver; it never
+// counts a lost message as forwarded nor reuses a sequence number (which a
+// receiver would drop as a duplicate). Resume() stores the lost count
+// before the position, for the same reason. Two bridges of one
 // name forwarding one channel of one instance would share the file: run
 // one bridge per name and instance (net/README.md).
 //
@@ -52,9 +60,20 @@ class ForwardCursor {
   // leaves a position, and the next run counts what that run never sent.
   // Errors (permissions, a full filesystem) say what and where; the caller
   // may run without a cursor then.
+  //
+  // The stream: a file kept goes on with its stream; a new or unusable
+  // file, or one an older build left (no stream; its position is kept),
+  // starts a new one (a random id, nothing written, nothing lost), or
+  // `keep` when given (a cursor made again under a running bridge).
+  struct Stream {
+    uint64_t id = 0;
+    uint64_t last_seq = 0;  // frames written so far (sequence of the last)
+    uint64_t lost = 0;      // messages lost at the sender, in all
+  };
   static absl::StatusOr<std::unique_ptr<ForwardCursor>> Open(
       const shm::ChannelOptions& options, const std::string& channel,
-      const std::string& bridge, uint64_t incarnation, uint64_t start);
+      const std::string& bridge, uint64_t incarnation, uint64_t start,
+      const Stream* keep = nullptr);
   ~ForwardCursor();
 
   // Why Open() started at `start` although a file was there ("" when it
@@ -76,20 +95,31 @@ class ForwardCursor {
   // position as it found it. nullopt when the cursor is ahead of `first`
   // (a position past where this run's watcher started: not made by a run
   // of this incarnation; nothing is counted rather than a negative gap).
+  // The gap is added to the stream's lost count and the position moves to
+  // `first`, so a run that dies before it forwards anything leaves its
+  // count behind it and the next run counts only what came after `first`.
   // Call once, before Advance.
   std::optional<uint64_t> Resume(uint64_t first);
   // The message with queue index `index` was handled (forwarded, dropped
   // and counted, or skipped as this bridge's own).
   void Advance(uint64_t index);
+  // The stream as the file has it.
+  Stream stream() const;
+  // The frame with sequence number `seq` is about to be written, with
+  // `lost` messages lost at the sender in all (net/frame.idl).
+  void Record(uint64_t seq, uint64_t lost);
 
   const std::string& path() const { return path_; }
 
   // The kind name in the file's name (shm::Channel::CompanionPathFor).
   static constexpr char kKind[] = "net-cursor";
   // The file: a magic word, the channel's incarnation, then the position
-  // (the next index to handle) at this byte offset, each 8 bytes, native
-  // endian. Tests write what older builds or damage leave.
+  // (the next index to handle) at this byte offset, then the stream's id,
+  // last sequence number and lost count, each 8 bytes, native endian.
+  // Tests write what older builds or damage leave.
   static constexpr size_t kPositionOffset = 16;
+  // What builds before the stream left: the first three words.
+  static constexpr size_t kStreamlessSize = 24;
 
  private:
   struct File;

@@ -153,5 +153,91 @@ TEST_F(ForwardCursorTest, AFileWithNoPositionTakesThisRunsStart) {
   EXPECT_EQ(Open(7, /*start=*/4)->Resume(6), 2u);
 }
 
+// The stream of frames (net/frame.idl) goes on across runs: the next run
+// continues the sequence numbers and the lost count, and the gap Resume()
+// counts is in that count, so a receiver that saw the last run counts it
+// even when the frame that would have told it never arrived.
+TEST_F(ForwardCursorTest, TheStreamGoesOnAcrossRunsWithTheGapInItsLostCount) {
+  auto first = Open(7, /*start=*/0);
+  const ForwardCursor::Stream s = first->stream();
+  EXPECT_NE(s.id, 0u);
+  EXPECT_EQ(s.last_seq, 0u);
+  EXPECT_EQ(s.lost, 0u);
+  EXPECT_EQ(first->Resume(0), 0u);
+  first->Record(1, 2);  // frame 1, 2 overwritten before it
+  first->Advance(2);
+  first.reset();
+
+  auto second = Open(7, /*start=*/9);
+  EXPECT_EQ(second->stream().id, s.id);
+  EXPECT_EQ(second->stream().last_seq, 1u);
+  EXPECT_EQ(second->Resume(9), 6u);  // 3..8
+  EXPECT_EQ(second->stream().lost, 8u);
+  second.reset();  // killed before it forwarded anything
+
+  // Its gap is in the count and its start is the position: the third run
+  // counts only what came after, not 3..8 again.
+  auto third = Open(7, /*start=*/12);
+  EXPECT_EQ(third->Resume(12), 3u);  // 9..11
+  EXPECT_EQ(third->stream().lost, 11u);
+  EXPECT_EQ(third->stream().id, s.id);
+  third.reset();
+
+  // Another incarnation is another stream.
+  auto other = Open(8, /*start=*/0);
+  EXPECT_NE(other->stream().id, s.id);
+  EXPECT_EQ(other->stream().last_seq, 0u);
+  EXPECT_EQ(other->stream().lost, 0u);
+  other.reset();
+
+  // Made again under a running bridge, it keeps the run's stream.
+  const ForwardCursor::Stream keep{42, 17, 5};
+  auto again = ForwardCursor::Open(root_.options(), "/robot/scan", "robot", 8,
+                                   /*start=*/3, &keep);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)->stream().id, 42u);
+  EXPECT_EQ((*again)->stream().last_seq, 17u);
+  EXPECT_EQ((*again)->stream().lost, 5u);
+}
+
+TEST_F(ForwardCursorTest, AnOlderBuildsFileKeepsItsPositionAndStartsAStream) {
+  const std::string path = shm::Channel::CompanionPathFor(
+      root_.options(), "/robot/scan", ForwardCursor::kKind, "robot");
+  {
+    // magic "TNETNCUR", incarnation 7, position 4: no stream.
+    const uint64_t words[3] = {0x5255434e'54454e54ull, 7, 4};
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(words), sizeof(words));
+  }
+  ASSERT_EQ(std::filesystem::file_size(path), ForwardCursor::kStreamlessSize);
+  auto c = Open(7, /*start=*/6);
+  EXPECT_EQ(c->started_afresh(), "");
+  EXPECT_EQ(c->Resume(6), 2u);  // 4 and 5
+  EXPECT_NE(c->stream().id, 0u);
+  EXPECT_EQ(c->stream().last_seq, 0u);
+  EXPECT_EQ(c->stream().lost, 2u);
+}
+
+TEST_F(ForwardCursorTest, TheStreamSurvivesASigkill) {
+  const uint64_t id = Open()->stream().id;
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto c = ForwardCursor::Open(root_.options(), "/robot/scan", "robot", 7,
+                                 /*start=*/0);
+    if (!c.ok()) ::_exit(2);
+    (*c)->Record(42, 9);  // about to write frame 42: never reused
+    ::kill(::getpid(), SIGKILL);
+    ::_exit(3);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  const ForwardCursor::Stream s = Open()->stream();
+  EXPECT_EQ(s.id, id);
+  EXPECT_EQ(s.last_seq, 42u);
+  EXPECT_EQ(s.lost, 9u);
+}
+
 }  // namespace
 }  // namespace tether::net
