@@ -22,18 +22,20 @@ using internal::kTakeBatch;
 
 void Bridge::Impl::Forward(ChannelRun& c, const transport::RawMessage& m) {
   const transport::MessageContext& ctx = m.context;
-  // The first index this run tried to read: the `missed` before it were
-  // overwritten while this run was up, and are counted as such below, not
-  // again as sent while it was down.
-  ResumeCursor(c, ctx.queue_index - ctx.missed);
-  // Loop prevention: what this process published came from the network.
-  if (ctx.publisher_pid == static_cast<uint32_t>(pid)) {
-    AdvanceCursor(c, ctx.queue_index);
-    return;
-  }
+  // Overwritten before this run read them (the gap since the last run was
+  // counted when the cursor opened, up to where this run's watcher starts).
   if (ctx.missed != 0) {
     c.lost_at_sender.fetch_add(ctx.missed);
     c.lost_total += ctx.missed;
+  }
+  // Loop prevention: what this process published came from the network.
+  if (ctx.publisher_pid == static_cast<uint32_t>(pid)) {
+    // The count is kept before the position passes the messages it counts.
+    if (ctx.missed != 0 && c.cursor != nullptr) {
+      c.cursor->Record(c.next_seq - 1, c.lost_total, ctx.queue_index);
+    }
+    AdvanceCursor(c, ctx.queue_index);
+    return;
   }
   tether_net_Frame f{};
   f.bridge_id = id;
@@ -60,7 +62,9 @@ void Bridge::Impl::Forward(ChannelRun& c, const transport::RawMessage& m) {
       static_cast<uint32_t>(m.bytes.size());
   f.payload._release = false;
   // Before the write: a run killed after it never reuses this number.
-  if (c.cursor != nullptr) c.cursor->Record(f.seq, f.lost_total);
+  if (c.cursor != nullptr) {
+    c.cursor->Record(f.seq, f.lost_total, ctx.queue_index);
+  }
   const dds_return_t rc = dds_write(c.writer, &f);
   // Handled either way: written, or counted as dropped.
   AdvanceCursor(c, ctx.queue_index);

@@ -236,9 +236,8 @@ struct Bridge::Impl {
   // allocates and locks.
   void Forward(ChannelRun& c, const transport::RawMessage& m);
   // Once per run, when the cursor opens (`first`: where the watcher
-  // starts) or else at the first message (its queue index less what it
-  // missed): counts what was sent while no run of this bridge forwarded it
-  // (its cursor), in LOST SRC, the detail and stderr. Setup or loop thread.
+  // starts): counts what was sent while no run of this bridge forwarded it
+  // (its cursor), in LOST SRC, the detail and stderr. Setup thread.
   void ResumeCursor(ChannelRun& c, uint64_t first);
   // Takes every pending frame of an accepted in channel and Delivers it.
   // Receive thread.

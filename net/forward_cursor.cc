@@ -1,6 +1,7 @@
 #include "net/forward_cursor.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -77,6 +78,19 @@ absl::StatusOr<std::unique_ptr<ForwardCursor>> ForwardCursor::Open(
     ::close(fd);
     return not_a_file();
   }
+  // One bridge per file: a second one would write the same stream's
+  // numbers, and a receiver would drop its frames as duplicates.
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the net bridge's forwarding cursor ", path,
+          " is in use by another process (a bridge of the same name on this "
+          "instance): run one bridge per name"));
+    }
+    return Errno(err, "lock", path);
+  }
   const bool sized = static_cast<size_t>(st.st_size) >= sizeof(File);
   // An older build's file: its position is good, its stream is new.
   const bool streamless =
@@ -92,8 +106,10 @@ absl::StatusOr<std::unique_ptr<ForwardCursor>> ForwardCursor::Open(
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   void* map = ::mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int map_errno = errno;
-  ::close(fd);
-  if (map == MAP_FAILED) return Errno(map_errno, "map", path);
+  if (map == MAP_FAILED) {
+    ::close(fd);
+    return Errno(map_errno, "map", path);
+  }
   // Truncated under us, the page would SIGBUS at the next store.
   const int guard = shm::internal::RegisterMapping(map, page);
   File* file = static_cast<File*>(map);
@@ -116,7 +132,9 @@ absl::StatusOr<std::unique_ptr<ForwardCursor>> ForwardCursor::Open(
   } else if (file->next.load(std::memory_order_relaxed) == kNoPosition) {
     file->next.store(start, std::memory_order_relaxed);
   }
-  if (fresh || !sized || keep != nullptr) {
+  // No stream yet: a new file, one of an older build (the words past its
+  // end read as zero), or one killed while it was being given a stream.
+  if (fresh || file->stream == 0 || keep != nullptr) {
     Stream s;
     if (keep != nullptr) {
       s = *keep;
@@ -124,14 +142,17 @@ absl::StatusOr<std::unique_ptr<ForwardCursor>> ForwardCursor::Open(
       std::random_device rd;
       s.id = ((uint64_t{rd()} << 32) ^ rd()) | 1;  // never 0
     }
-    file->magic = 0;
-    file->stream = s.id;
+    // The id last: a kill before it leaves a file with no stream, which
+    // the next Open() gives one (the position is kept either way).
+    file->stream = 0;
     file->last_seq.store(s.last_seq, std::memory_order_relaxed);
     file->lost.store(s.lost, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    file->stream = s.id;
   }
   file->magic = kMagic;
   return std::unique_ptr<ForwardCursor>(
-      new ForwardCursor(path, file, guard, std::move(afresh)));
+      new ForwardCursor(path, fd, file, guard, std::move(afresh)));
 }
 
 bool ForwardCursor::damaged() const {
@@ -141,6 +162,7 @@ bool ForwardCursor::damaged() const {
 ForwardCursor::~ForwardCursor() {
   if (guard_ >= 0) shm::internal::UnregisterMapping(guard_);
   ::munmap(file_, static_cast<size_t>(::sysconf(_SC_PAGESIZE)));
+  ::close(fd_);  // and the lock with it
 }
 
 std::optional<uint64_t> ForwardCursor::Resume(uint64_t first) {
@@ -151,6 +173,7 @@ std::optional<uint64_t> ForwardCursor::Resume(uint64_t first) {
   // counts the gap twice, never not at all.
   file_->lost.store(file_->lost.load(std::memory_order_relaxed) + gap,
                     std::memory_order_relaxed);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   file_->next.store(first, std::memory_order_relaxed);
   return gap;
 }
@@ -164,9 +187,13 @@ ForwardCursor::Stream ForwardCursor::stream() const {
           file_->lost.load(std::memory_order_relaxed)};
 }
 
-void ForwardCursor::Record(uint64_t seq, uint64_t lost) {
+void ForwardCursor::Record(uint64_t seq, uint64_t lost, uint64_t index) {
+  // In this order, not reordered by the compiler (a SIGKILL can land
+  // between any two): a kill counts more, never less.
   file_->lost.store(lost, std::memory_order_relaxed);
   file_->last_seq.store(seq, std::memory_order_relaxed);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  file_->next.store(index, std::memory_order_relaxed);
 }
 
 }  // namespace tether::net

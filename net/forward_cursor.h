@@ -21,13 +21,15 @@
 //
 // Exactness: Record() precedes the DDS write of a frame and Advance()
 // follows it, so a bridge killed between the two counts that frame's
-// message (and the losses it reported) twice, as lost at the sender by the
-// next run and as a frame missing (or written) at the receiver; it never
-// counts a lost message as forwarded nor reuses a sequence number (which a
-// receiver would drop as a duplicate). Resume() stores the lost count
-// before the position, for the same reason. Two bridges of one
-// name forwarding one channel of one instance would share the file: run
-// one bridge per name and instance (net/README.md).
+// message twice: as lost at the sender by the next run, and as a frame
+// missing at the receiver (killed before the write) or delivered (after
+// it). It never counts a lost message as forwarded nor reuses a sequence
+// number (which a receiver would drop as a duplicate). Each method stores
+// the lost count before the position, so a kill between two stores counts
+// more, never less. Two bridges of one name forwarding one channel of one
+// instance would share the file: the first one's Open() holds a lock on it
+// (flock), and a second one's fails (it then runs as a stream of its own,
+// without a cursor).
 //
 // Threads: one at a time, on the thread that sets up or forwards (the
 // bridge's setup thread, then its loop thread, which also opens a cursor
@@ -105,9 +107,12 @@ class ForwardCursor {
   void Advance(uint64_t index);
   // The stream as the file has it.
   Stream stream() const;
-  // The frame with sequence number `seq` is about to be written, with
-  // `lost` messages lost at the sender in all (net/frame.idl).
-  void Record(uint64_t seq, uint64_t lost);
+  // The frame with sequence number `seq`, of the message at queue index
+  // `index`, is about to be written, with `lost` messages lost at the
+  // sender in all (net/frame.idl): the count, the number, then the
+  // position at `index` (the messages `lost` counted before it are not
+  // counted again by a next run).
+  void Record(uint64_t seq, uint64_t lost, uint64_t index);
 
   const std::string& path() const { return path_; }
 
@@ -123,13 +128,16 @@ class ForwardCursor {
 
  private:
   struct File;
-  ForwardCursor(std::string path, File* file, int guard, std::string afresh)
+  ForwardCursor(std::string path, int fd, File* file, int guard,
+                std::string afresh)
       : path_(std::move(path)),
+        fd_(fd),
         file_(file),
         guard_(guard),
         started_afresh_(std::move(afresh)) {}
 
   std::string path_;
+  int fd_;      // open for the lock (flock) while the cursor lives
   File* file_;  // the mapping (one page)
   int guard_;   // shm::internal::RegisterMapping's index, or -1
   std::string started_afresh_;

@@ -164,7 +164,7 @@ TEST_F(ForwardCursorTest, TheStreamGoesOnAcrossRunsWithTheGapInItsLostCount) {
   EXPECT_EQ(s.last_seq, 0u);
   EXPECT_EQ(s.lost, 0u);
   EXPECT_EQ(first->Resume(0), 0u);
-  first->Record(1, 2);  // frame 1, 2 overwritten before it
+  first->Record(1, 2, 2);  // frame 1, of message 2; 0 and 1 overwritten
   first->Advance(2);
   first.reset();
 
@@ -226,17 +226,56 @@ TEST_F(ForwardCursorTest, TheStreamSurvivesASigkill) {
     auto c = ForwardCursor::Open(root_.options(), "/robot/scan", "robot", 7,
                                  /*start=*/0);
     if (!c.ok()) ::_exit(2);
-    (*c)->Record(42, 9);  // about to write frame 42: never reused
+    // About to write frame 42, of message 50, 9 lost in all so far.
+    (*c)->Record(42, 9, 50);
     ::kill(::getpid(), SIGKILL);
     ::_exit(3);
   }
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFSIGNALED(status));
-  const ForwardCursor::Stream s = Open()->stream();
+  auto c = Open();
+  const ForwardCursor::Stream s = c->stream();
   EXPECT_EQ(s.id, id);
-  EXPECT_EQ(s.last_seq, 42u);
+  EXPECT_EQ(s.last_seq, 42u);  // the next run writes 43 on
   EXPECT_EQ(s.lost, 9u);
+  // Killed before the write: message 50 is counted by the next run (the
+  // messages the 9 counted, before it, are not counted again).
+  EXPECT_EQ(c->Resume(60), 10u);  // 50..59
+}
+
+// Two bridges of one name on one instance would write the same stream's
+// numbers (a receiver would drop one's frames as duplicates): the second
+// cannot open the cursor while the first has it, and can once it is gone.
+TEST_F(ForwardCursorTest, ASecondBridgeOfTheSameNameCannotOpenTheCursor) {
+  auto first = Open();
+  ASSERT_NE(first, nullptr);
+  auto second = ForwardCursor::Open(root_.options(), "/robot/scan", "robot", 7,
+                                    /*start=*/0);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("is in use by another process"),
+            std::string::npos)
+      << second.status();
+  first.reset();
+  EXPECT_NE(Open(), nullptr);
+}
+
+// A file killed while it was given a stream (the id, stored last, still 0)
+// keeps its position and is given one by the next Open().
+TEST_F(ForwardCursorTest, AFileWithNoStreamIdIsGivenOne) {
+  Open(7, /*start=*/3).reset();
+  const std::string path = shm::Channel::CompanionPathFor(
+      root_.options(), "/robot/scan", ForwardCursor::kKind, "robot");
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    const uint64_t none = 0;
+    f.seekp(ForwardCursor::kStreamlessSize);
+    f.write(reinterpret_cast<const char*>(&none), sizeof(none));
+  }
+  auto c = Open(7, /*start=*/5);
+  EXPECT_EQ(c->started_afresh(), "");
+  EXPECT_NE(c->stream().id, 0u);
+  EXPECT_EQ(c->Resume(5), 2u);  // 3 and 4
 }
 
 }  // namespace
