@@ -4,6 +4,9 @@
 // offset and why; a log of valid messages passes that check.
 #include "log/log_check.h"
 
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -129,6 +132,66 @@ TEST(CheckLog, ALossRecordMustNameAChannelOfItsName) {
     }
     EXPECT_EQ(flagged, named != 0) << named;
   }
+}
+
+// The summary's Summary Offset records must each cover exactly a run of
+// records of their opcode inside the summary: one moved by a byte, and one
+// pointing before the summary, are problems at the offsets they claim (the
+// summary's CRC cleared, as a writer without CRCs leaves it, so the rest
+// of the summary is still read).
+TEST(CheckLog, SummaryOffsetsThatDoNotCoverTheirRecordsAreProblems) {
+  const std::string path = Record("summary-offsets.mcap", 0);
+  auto clean = CheckLog(path);
+  ASSERT_TRUE(clean.ok()) << clean.status();
+  for (const McapProblem& p : clean->problems) ADD_FAILURE() << p.ToString();
+
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  // The footer: opcode, length, summary start, summary offset start, CRC,
+  // then the closing magic (8 bytes).
+  const auto u64 = [&](size_t at) {
+    uint64_t v;
+    std::memcpy(&v, bytes.data() + at, sizeof(v));
+    return v;
+  };
+  const size_t crc_at = bytes.size() - 8 - 4;
+  const uint64_t summary_start = u64(crc_at - 16);
+  const uint64_t offsets_start = u64(crc_at - 8);
+  ASSERT_GT(offsets_start, summary_start);
+  std::vector<size_t> group_starts;  // where each record's group_start is
+  for (size_t at = offsets_start; at + 9 <= crc_at - 16 - 9;) {
+    const uint8_t opcode = static_cast<uint8_t>(bytes[at]);
+    const uint64_t length = u64(at + 1);
+    if (opcode == 0x0E) group_starts.push_back(at + 9 + 1);
+    at += 9 + length;
+  }
+  ASSERT_GE(group_starts.size(), 2u);
+  const uint64_t moved = u64(group_starts[0]) + 1;
+  const uint64_t outside = 1;
+  std::memcpy(bytes.data() + group_starts[0], &moved, sizeof(moved));
+  std::memcpy(bytes.data() + group_starts[1], &outside, sizeof(outside));
+  std::memset(bytes.data() + crc_at, 0, 4);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+
+  auto report = CheckLog(path);
+  ASSERT_TRUE(report.ok()) << report.status();
+  bool not_covering = false, outside_summary = false;
+  for (const McapProblem& p : report->problems) {
+    if (p.offset == moved &&
+        p.what.find("does not cover exactly such records") !=
+            std::string::npos) {
+      not_covering = true;
+    }
+    if (p.offset == outside &&
+        p.what == "summary offset points outside the summary") {
+      outside_summary = true;
+    }
+  }
+  EXPECT_TRUE(not_covering) << ::testing::PrintToString(report->problems);
+  EXPECT_TRUE(outside_summary) << ::testing::PrintToString(report->problems);
 }
 
 }  // namespace
