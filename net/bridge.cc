@@ -434,6 +434,7 @@ void Bridge::Run(absl::AnyInvocable<void(const BridgeSnapshot&)> on_status) {
   Impl& b = *impl_;
   std::thread receiver([&b] { b.ReceiveLoop(); });
   loop::TimerHandle* timer = b.loop->AddTimer([&b, &on_status] {
+    for (auto& c : b.channels) b.CheckCursor(*c);
     const BridgeSnapshot s = b.Snapshot();
     b.PublishStatus(s);
     if (on_status) on_status(s);

@@ -82,16 +82,26 @@ void Bridge::Impl::AdvanceCursor(ChannelRun& c, uint64_t index) {
   if (c.cursor == nullptr) return;
   c.cursor->Advance(index);
   if (!c.cursor->damaged()) return;
+  RemakeCursor(c, "was truncated while this bridge ran (another process)");
+}
+
+void Bridge::Impl::CheckCursor(ChannelRun& c) {
+  if (c.cursor == nullptr) return;
+  const std::string gone = c.cursor->Gone();
+  if (!gone.empty()) RemakeCursor(c, gone);
+}
+
+void Bridge::Impl::RemakeCursor(ChannelRun& c, const std::string& what) {
   const std::string why = absl::StrCat(
-      "the forwarding cursor ", c.cursor->path(),
-      " was truncated while this bridge ran (another process): made again "
-      "at its position");
+      "the forwarding cursor ", c.cursor->path(), " ", what,
+      ": made again at its position");
   c.SetDetail(why);
   std::fprintf(stderr, "net-bridge %s: %s: %s\n", options.name.c_str(),
                c.config.name.c_str(), why.c_str());
+  const uint64_t position = c.cursor->position();
   c.cursor.reset();
   const ForwardCursor::Stream keep{c.stream_id, c.next_seq - 1, c.lost_total};
-  OpenCursor(c, index + 1, /*again=*/true, &keep);
+  OpenCursor(c, position, /*again=*/true, &keep);
 }
 
 void Bridge::Impl::ResumeCursor(ChannelRun& c, uint64_t first) {

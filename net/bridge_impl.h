@@ -212,6 +212,14 @@ struct Bridge::Impl {
   // file truncated under the bridge is made again at this position (said
   // on stderr and in the detail). Loop thread.
   void AdvanceCursor(ChannelRun& c, uint64_t index);
+  // The cursor file removed, replaced or cut short under the running
+  // bridge (ForwardCursor::Gone) is made again at its position, said on
+  // stderr and in the detail. Loop thread (the status timer).
+  void CheckCursor(ChannelRun& c);
+  // AdvanceCursor's and CheckCursor's remedy: says `what` happened to the
+  // file and opens the cursor again at its position with the run's stream.
+  // Loop thread.
+  void RemakeCursor(ChannelRun& c, const std::string& what);
   // An in channel: waits for an announcement (state kWaiting). Setup thread.
   absl::Status SetUpIn(ChannelRun& c);
   // Takes every pending announcement and offers those of our in channels

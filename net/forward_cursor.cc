@@ -151,8 +151,26 @@ absl::StatusOr<std::unique_ptr<ForwardCursor>> ForwardCursor::Open(
     file->stream = s.id;
   }
   file->magic = kMagic;
-  return std::unique_ptr<ForwardCursor>(
+  std::unique_ptr<ForwardCursor> cursor(
       new ForwardCursor(path, fd, file, guard, std::move(afresh)));
+  cursor->position_ = file->next.load(std::memory_order_relaxed);
+  cursor->stream_ = {file->stream,
+                     file->last_seq.load(std::memory_order_relaxed),
+                     file->lost.load(std::memory_order_relaxed)};
+  return cursor;
+}
+
+std::string ForwardCursor::Gone() const {
+  struct stat mine, there;
+  if (::fstat(fd_, &mine) != 0) return "cannot be checked";
+  if (::stat(path_.c_str(), &there) != 0) return "was removed";
+  if (there.st_dev != mine.st_dev || there.st_ino != mine.st_ino) {
+    return "was replaced by another file";
+  }
+  if (static_cast<size_t>(mine.st_size) < sizeof(File)) {
+    return absl::StrCat("was cut short to ", mine.st_size, " bytes");
+  }
+  return "";
 }
 
 bool ForwardCursor::damaged() const {
@@ -171,23 +189,23 @@ std::optional<uint64_t> ForwardCursor::Resume(uint64_t first) {
   const uint64_t gap = first - next;
   // The count before the position: killed between the two, the next run
   // counts the gap twice, never not at all.
-  file_->lost.store(file_->lost.load(std::memory_order_relaxed) + gap,
-                    std::memory_order_relaxed);
+  stream_.lost += gap;
+  position_ = first;
+  file_->lost.store(stream_.lost, std::memory_order_relaxed);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   file_->next.store(first, std::memory_order_relaxed);
   return gap;
 }
 
 void ForwardCursor::Advance(uint64_t index) {
+  position_ = index + 1;
   file_->next.store(index + 1, std::memory_order_relaxed);
 }
 
-ForwardCursor::Stream ForwardCursor::stream() const {
-  return {file_->stream, file_->last_seq.load(std::memory_order_relaxed),
-          file_->lost.load(std::memory_order_relaxed)};
-}
-
 void ForwardCursor::Record(uint64_t seq, uint64_t lost, uint64_t index) {
+  stream_.last_seq = seq;
+  stream_.lost = lost;
+  position_ = index;
   // In this order, not reordered by the compiler (a SIGKILL can land
   // between any two): a kill counts more, never less.
   file_->lost.store(lost, std::memory_order_relaxed);

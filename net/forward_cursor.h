@@ -17,7 +17,9 @@
 // A file truncated under a running bridge (another process, `truncate`)
 // would make the next store a SIGBUS: the mapping is guarded
 // (shm/mapping_guard.h), the store lands on a private zero page, and
-// damaged() says so; the bridge then opens the cursor again.
+// damaged() says so; the bridge then opens the cursor again. A file
+// removed, replaced or cut short inside its page (no SIGBUS) is found by
+// Gone(), which the bridge asks at every status, with the same remedy.
 //
 // Exactness: Record() precedes the DDS write of a frame and Advance()
 // follows it, so a bridge killed between the two counts that frame's
@@ -105,8 +107,17 @@ class ForwardCursor {
   // The message with queue index `index` was handled (forwarded, dropped
   // and counted, or skipped as this bridge's own).
   void Advance(uint64_t index);
-  // The stream as the file has it.
-  Stream stream() const;
+  // Why the file is no longer this cursor's ("" while it is): removed,
+  // replaced by another file, or cut short without a SIGBUS (a truncation
+  // inside its page): stores then reach no file a next run would read.
+  // The caller makes the cursor again (at position(), with stream()). Two
+  // syscalls (stat, fstat): for a periodic check, not per message.
+  std::string Gone() const;
+  // The next index to handle, as this process last stored it (readable
+  // when the file is gone).
+  uint64_t position() const { return position_; }
+  // The stream as this process last stored it.
+  Stream stream() const { return stream_; }
   // The frame with sequence number `seq`, of the message at queue index
   // `index`, is about to be written, with `lost` messages lost at the
   // sender in all (net/frame.idl): the count, the number, then the
@@ -139,6 +150,9 @@ class ForwardCursor {
   std::string path_;
   int fd_;      // open for the lock (flock) while the cursor lives
   File* file_;  // the mapping (one page)
+  // What was last stored in it, readable without touching the mapping.
+  uint64_t position_ = 0;
+  Stream stream_;
   int guard_;   // shm::internal::RegisterMapping's index, or -1
   std::string started_afresh_;
 };

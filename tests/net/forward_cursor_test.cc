@@ -278,5 +278,21 @@ TEST_F(ForwardCursorTest, AFileWithNoStreamIdIsGivenOne) {
   EXPECT_EQ(c->Resume(5), 2u);  // 3 and 4
 }
 
+// Removed, replaced or cut short inside its page (no SIGBUS) under the
+// process: Gone() says which, so the bridge makes it again.
+TEST_F(ForwardCursorTest, GoneSaysWhenTheFileIsNoLongerTheCursors) {
+  auto c = Open();
+  EXPECT_EQ(c->Gone(), "");
+  c->Advance(9);
+  EXPECT_EQ(c->position(), 10u);
+  ASSERT_EQ(::truncate(c->path().c_str(), 24), 0);
+  EXPECT_EQ(c->Gone(), "was cut short to 24 bytes");
+  ASSERT_TRUE(std::filesystem::remove(c->path()));
+  EXPECT_EQ(c->Gone(), "was removed");
+  std::ofstream(c->path()) << "another file";
+  EXPECT_EQ(c->Gone(), "was replaced by another file");
+  EXPECT_EQ(c->position(), 10u);  // still known, for the cursor made again
+}
+
 }  // namespace
 }  // namespace tether::net

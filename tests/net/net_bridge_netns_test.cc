@@ -528,6 +528,53 @@ TEST_F(NetBridgeTest, AnOverflowBeforeTheFirstForwardIsCountedOnce) {
   EXPECT_THAT(out->detail, Not(HasSubstr("while this bridge was not running")));
 }
 
+// The cursor file removed under the running bridge (its stores would go to
+// a file no next run reads): the bridge sees it at its next status, makes
+// it again at its position and says so; killed and restarted afterwards,
+// the next run counts what was sent while it was down.
+TEST_F(NetBridgeTest, ACursorRemovedUnderTheBridgeIsMadeAgainAndStillCounts) {
+  const std::string cursor = shm::Channel::CompanionPathFor(
+      options_[0], "/robot/scan", ForwardCursor::kKind, "a");
+  std::unique_ptr<transport::ChannelHandle> a;
+  std::unique_ptr<transport::ChannelHandle> b =
+      ForwardScan(&a, {"/robot/scan", "out", "reliable"});
+  ASSERT_NE(b, nullptr);
+  Collector got(std::move(b));
+  auto pub = transport::RawPublisher::Create(a.get());
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  std::map<uint64_t, std::vector<std::byte>> sent;
+  uint64_t next = 0;
+  ASSERT_TRUE(PublishUntilMoreThan(**pub, &next, sent, got, 0));
+  ASSERT_TRUE(WaitFor([&] { return got.Has(next - 1); }, kLong));
+  ASSERT_TRUE(std::filesystem::remove(cursor)) << cursor;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto out = Status(0, "/robot/scan", status::Direction::OUT);
+        return out && out->detail.find("was removed: made again at its "
+                                       "position") != std::string::npos;
+      },
+      kLong));
+  EXPECT_TRUE(std::filesystem::exists(cursor));
+  Publish(**pub, next, next + 3, sent);  // forwarded, the new file moves
+  next += 3;
+  ASSERT_TRUE(WaitFor([&] { return got.Has(next - 1); }, kLong));
+
+  ASSERT_EQ(::kill(pid_[0], SIGKILL), 0);
+  ASSERT_TRUE(WaitFor([&] { return hosts_->Exited(pid_[0]).has_value(); },
+                      kLong));
+  constexpr uint64_t kWhileDown = 5;
+  Publish(**pub, next, next + kWhileDown, sent);
+  next += kWhileDown;
+  StartBridge(0, {{"/robot/scan", "out", "reliable"}});
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto out = Status(0, "/robot/scan", status::Direction::OUT);
+        return out && out->lost_at_sender == kWhileDown;
+      },
+      kLong))
+      << "the gap after the removal was not counted";
+}
+
 // The cursor cannot be kept (here a directory is where its file goes; a
 // full filesystem or another user's file would do the same): the bridge
 // forwards as ever and says, in the channel's detail and on stderr, that
