@@ -280,6 +280,14 @@ class NetBridgeTest : public ::testing::Test {
     }
   }
 
+  // SIGKILLs host `host`'s bridge (no chance to say anything) and waits
+  // until it is gone. False if it does not exit within kLong.
+  bool KillBridge(int host) {
+    if (::kill(pid_[host], SIGKILL) != 0) return false;
+    return WaitFor([&] { return hosts_->Exited(pid_[host]).has_value(); },
+                   kLong);
+  }
+
   // Publishes one message at a time, from *next on, until `got` holds more
   // than `count` (after a link or a bridge came up, the first messages may
   // not cross). False if that takes kLong.
@@ -400,9 +408,7 @@ TEST_P(NetBridgeRestartTest, MessagesSentWhileTheSendingBridgeWasDownAreCounted)
     ASSERT_TRUE(WaitFor([&] { return got.Has(next - 1); }, kLong));
   }
 
-  ASSERT_EQ(::kill(pid_[0], SIGKILL), 0);
-  ASSERT_TRUE(WaitFor([&] { return hosts_->Exited(pid_[0]).has_value(); },
-                      kLong));
+  ASSERT_TRUE(KillBridge(0));
   constexpr uint64_t kWhileDown = 7;
   const uint64_t down_from = next;
   Publish(**pub, next, next + kWhileDown, sent);
@@ -559,9 +565,7 @@ TEST_F(NetBridgeTest, ACursorRemovedUnderTheBridgeIsMadeAgainAndStillCounts) {
   next += 3;
   ASSERT_TRUE(WaitFor([&] { return got.Has(next - 1); }, kLong));
 
-  ASSERT_EQ(::kill(pid_[0], SIGKILL), 0);
-  ASSERT_TRUE(WaitFor([&] { return hosts_->Exited(pid_[0]).has_value(); },
-                      kLong));
+  ASSERT_TRUE(KillBridge(0));
   constexpr uint64_t kWhileDown = 5;
   Publish(**pub, next, next + kWhileDown, sent);
   next += kWhileDown;
