@@ -91,14 +91,13 @@ class ForwardCursor {
   ForwardCursor(const ForwardCursor&) = delete;
   ForwardCursor& operator=(const ForwardCursor&) = delete;
 
-  // The first index this run tried to read is `first` (its first message's
-  // index less the messages overwritten before it, which the caller counts
-  // as missed): how many messages of the channel were sent between the
-  // position (the last one an earlier run of this bridge handled, or where
-  // the first run started) and it. A run that handled none leaves the
-  // position as it found it. nullopt when the cursor is ahead of `first`
-  // (a position past where this run's watcher started: not made by a run
-  // of this incarnation; nothing is counted rather than a negative gap).
+  // This run sees every message from `first` on (where its watcher
+  // starts): how many messages of the channel were sent between the
+  // position (past the last one an earlier run of this bridge handled, or
+  // where an earlier run started) and it. nullopt when the cursor is ahead
+  // of `first` (a position past where this run's watcher started: not made
+  // by a run of this incarnation; nothing is counted rather than a negative
+  // gap).
   // The gap is added to the stream's lost count and the position moves to
   // `first`, so a run that dies before it forwards anything leaves its
   // count behind it and the next run counts only what came after `first`.
