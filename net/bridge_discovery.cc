@@ -124,7 +124,7 @@ absl::Status Bridge::Impl::SetUpOut(ChannelRun& c) {
       [this, run](const transport::RawMessage& m) { Forward(*run, m); });
   if (!watcher.ok()) return watcher.status();
   c.incarnation = (*h)->incarnation();
-  c.stream_id = id;  // this run's own stream unless the cursor keeps one
+  c.stream = {.id = id};  // this run's own unless the cursor keeps one
   OpenCursor(c, (*watcher)->start_index(), /*again=*/false);
   return absl::OkStatus();
 }
@@ -153,10 +153,7 @@ void Bridge::Impl::OpenCursor(ChannelRun& c, uint64_t start, bool again,
   }
   c.cursor = std::move(*cursor);
   // The frames go on with the stream the cursor keeps (net/frame.idl).
-  const ForwardCursor::Stream stream = c.cursor->stream();
-  c.stream_id = stream.id;
-  c.next_seq = stream.last_seq + 1;
-  c.lost_total = stream.lost;
+  c.stream = c.cursor->stream();
   // Made again under a running bridge, the file's old contents are moot.
   if (!again && !c.cursor->started_afresh().empty()) {
     say(absl::StrCat("the forwarding cursor ", c.cursor->path(),

@@ -26,22 +26,22 @@ void Bridge::Impl::Forward(ChannelRun& c, const transport::RawMessage& m) {
   // counted when the cursor opened, up to where this run's watcher starts).
   if (ctx.missed != 0) {
     c.lost_at_sender.fetch_add(ctx.missed);
-    c.lost_total += ctx.missed;
+    c.stream.lost += ctx.missed;
   }
   // Loop prevention: what this process published came from the network.
   if (ctx.publisher_pid == static_cast<uint32_t>(pid)) {
     // The count is kept before the position passes the messages it counts.
     if (ctx.missed != 0 && c.cursor != nullptr) {
-      c.cursor->Record(c.next_seq - 1, c.lost_total, ctx.queue_index);
+      c.cursor->Record(c.stream.last_seq, c.stream.lost, ctx.queue_index);
     }
     AdvanceCursor(c, ctx.queue_index);
     return;
   }
   tether_net_Frame f{};
   f.bridge_id = id;
-  f.stream_id = c.stream_id;
-  f.seq = c.next_seq++;
-  f.lost_total = c.lost_total;
+  f.stream_id = c.stream.id;
+  f.seq = ++c.stream.last_seq;
+  f.lost_total = c.stream.lost;
   f.type_id = c.described.type_id;
   f.schema_hash = c.described.schema_hash;
   f.upstream_missed = ctx.missed;
@@ -100,7 +100,7 @@ void Bridge::Impl::RemakeCursor(ChannelRun& c, const std::string& what) {
                c.config.name.c_str(), why.c_str());
   const uint64_t position = c.cursor->position();
   c.cursor.reset();
-  const ForwardCursor::Stream keep{c.stream_id, c.next_seq - 1, c.lost_total};
+  const ForwardCursor::Stream keep = c.stream;
   OpenCursor(c, position, /*again=*/true, &keep);
 }
 
@@ -111,7 +111,7 @@ void Bridge::Impl::ResumeCursor(ChannelRun& c, uint64_t first) {
   if (!gap.has_value() || *gap == 0) return;
   c.lost_at_sender.fetch_add(*gap);
   c.untold_lost += *gap;
-  c.lost_total += *gap;  // the cursor has it too (Resume)
+  c.stream.lost += *gap;  // the cursor has it too (Resume)
   const std::string why = absl::StrCat(
       *gap, " messages were sent on ", c.config.name,
       " while this bridge was not running (between where its last run got "

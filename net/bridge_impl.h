@@ -95,11 +95,9 @@ struct ChannelRun {
   dds_entity_t writer = 0;
   ChannelDescription described;
   // The stream of this channel's frames (net/frame.idl): taken from the
-  // cursor, which keeps it across restarts, or new for this run without
-  // one. lost_total: messages lost at the sender in the whole stream.
-  uint64_t stream_id = 0;
-  uint64_t next_seq = 1;
-  uint64_t lost_total = 0;
+  // cursor, which keeps it across restarts, or this run's own without one
+  // (the bridge's id, nothing written, nothing lost).
+  ForwardCursor::Stream stream;
   // Across restarts (forward_cursor.h); null if it could not be opened.
   std::unique_ptr<ForwardCursor> cursor;
   uint64_t incarnation = 0;  // the local channel's, for the cursor
