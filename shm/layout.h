@@ -214,7 +214,8 @@ inline constexpr uint64_t kMagic = 0x48435245'48544554ull;  // "TETHERCH"
 inline constexpr uint64_t kStateMagic = 0x53525245'48544554ull;
 // 3: reader state (registry, pins, sleepers) in a file of its own.
 // 4: a data file of 2 MiB or more is a whole number of huge pages.
-inline constexpr uint32_t kLayoutVersion = 4;
+// 5: a slot header carries the message's origin (SendTimes::origin).
+inline constexpr uint32_t kLayoutVersion = 5;
 inline constexpr size_t kCacheLine = 64;
 inline constexpr uint32_t kMaxMetadataSize = 1u << 20;
 
@@ -362,7 +363,11 @@ struct alignas(kCacheLine) SlotHeader {
   // Where the message starts in the payload (bytes, a multiple of 8);
   // offset + size <= slot_size.
   std::atomic<uint32_t> offset;
-  uint64_t reserved[2];
+  // Where the message entered tether from outside (SendTimes::origin); 0
+  // for a message made by a tether node. Written at every send, as the
+  // fields above.
+  std::atomic<uint64_t> origin;
+  uint64_t reserved[1];
 };
 
 static_assert(std::is_standard_layout_v<ChannelHeader>);

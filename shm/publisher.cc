@@ -185,6 +185,8 @@ SendResult Publisher::SendImpl(size_t size, const SendTimes* times,
   sh->publisher_pid.store(pid_, std::memory_order_relaxed);
   sh->publisher_index.store(index_, std::memory_order_relaxed);
   sh->publisher_sequence.store(sequence_, std::memory_order_relaxed);
+  sh->origin.store(times != nullptr ? times->origin : 0,
+                   std::memory_order_relaxed);
 
   const uint64_t depth = p.queue_depth;
   const uint64_t pool = p.pool_size();

@@ -35,6 +35,12 @@ const char* ToString(SendStatus status);
 struct SendTimes {
   uint64_t monotonic_ns = 0;
   uint64_t realtime_ns = 0;
+  // Not a time: where the message entered tether from outside, an opaque
+  // tag a bridge sets (e.g. the ROS bridge: its ROS graph's) so that a
+  // bridge never sends a message back to where it came from, also after
+  // other bridges carried it (the net bridge passes it on). 0, the default
+  // and what a send without SendTimes stores: made by a tether node.
+  uint64_t origin = 0;
 };
 
 struct SendResult {

@@ -166,6 +166,7 @@ Reader::Take Reader::TryTake(uint64_t slot, uint64_t q, MessageView* view) {
   view->publisher_index = sh->publisher_index.load(std::memory_order_relaxed);
   view->publisher_sequence =
       sh->publisher_sequence.load(std::memory_order_relaxed);
+  view->origin = sh->origin.load(std::memory_order_relaxed);
   view->slot = static_cast<uint32_t>(slot);
   if (bit_ == 0 && !StillValid(*view)) return Take::kGone;
   return Take::kRead;

@@ -36,6 +36,7 @@ struct MessageView {
   uint32_t publisher_pid = 0;
   uint32_t publisher_index = 0;         // registry slot of the publisher
   uint64_t publisher_sequence = 0;      // n-th message of that publisher
+  uint64_t origin = 0;                  // SendTimes::origin (0: a tether node)
   // Messages lost (overwritten before this reader got to them) between the
   // previous message this reader got from Next() and this one.
   uint64_t missed = 0;

@@ -186,6 +186,7 @@ ReceiveStatus RawSubscriber::Fill(shm::ReadStatus status,
   c.publisher_pid = view.publisher_pid;
   c.publisher_index = view.publisher_index;
   c.publisher_sequence = view.publisher_sequence;
+  c.origin = view.origin;
   c.missed = view.missed + torn_unreported_;
   torn_unreported_ = 0;
   return ReceiveStatus::kOk;

@@ -29,6 +29,9 @@ struct MessageContext {
   uint32_t publisher_pid = 0;
   uint32_t publisher_index = 0;    // publisher registry slot
   uint64_t publisher_sequence = 0; // n-th message of that publisher
+  // Where it entered tether from outside (SendTimes::origin): 0 for a
+  // message made by a tether node; a bridge's tag otherwise.
+  uint64_t origin = 0;
   // Messages lost before this one (overwritten before this reader got to
   // them). Never lost silently: this is where loss shows up.
   uint64_t missed = 0;

@@ -87,6 +87,35 @@ TEST_F(QueueTest, ReaderGetsEachMessageInOrderWithItsContext) {
   EXPECT_EQ(reader->Next(&v), ReadStatus::kNothingNew);
 }
 
+// A message's origin (SendTimes::origin) reaches every reader as sent, the
+// times beside it are still stamped at commit, and a slot reused by a send
+// without one reads 0: no earlier message's origin shows through.
+TEST_F(QueueTest, OriginIsCarriedAndNeverOutlivesItsMessage) {
+  Open({.slot_size = 64, .queue_depth = 2, .max_publishers = 1,
+        .max_pinned = 1});
+  auto pub = NewPublisher();
+  auto reader = NewReader();
+  MessageView v;
+  SendTimes tagged;
+  tagged.origin = 0x1234'5678'9abc'def0ull;
+  for (uint64_t i = 0; i < 4; ++i) {
+    auto loan = pub->Loan();
+    ASSERT_FALSE(loan.empty());
+    const size_t n = WritePattern(loan, 3, i, 32);
+    ASSERT_EQ(pub->Send(n, &tagged).status, SendStatus::kOk);
+    ASSERT_EQ(reader->Next(&v), ReadStatus::kOk);
+    EXPECT_EQ(v.origin, tagged.origin);
+    EXPECT_GT(v.monotonic_send_ns, 0u);
+    EXPECT_GT(v.realtime_send_ns, 1'600'000'000'000'000'000u);
+  }
+  // Every slot of the pool has held a tagged message by now.
+  for (uint64_t i = 4; i < 12; ++i) {
+    SendPattern(pub.get(), 3, i, 32);
+    ASSERT_EQ(reader->Next(&v), ReadStatus::kOk);
+    EXPECT_EQ(v.origin, 0u) << "message " << i;
+  }
+}
+
 TEST_F(QueueTest, EveryReaderReadsEveryMessage) {
   Open({.slot_size = 64, .queue_depth = 16, .max_publishers = 1,
         .max_pinned = 4});
