@@ -56,6 +56,7 @@ void Bridge::Impl::Forward(ChannelRun& c, const transport::RawMessage& m) {
   f.publisher_pid = ctx.publisher_pid;
   f.publisher_sequence = ctx.publisher_sequence;
   f.queue_index = ctx.queue_index;
+  f.origin = ctx.origin;
   f.payload._buffer =
       const_cast<uint8_t*>(reinterpret_cast<const uint8_t*>(m.bytes.data()));
   f.payload._length = f.payload._maximum =
@@ -175,6 +176,7 @@ void Bridge::Impl::Deliver(ChannelRun& c, const tether_net_Frame& f) {
   times.monotonic_ns = static_cast<uint64_t>(std::max<int64_t>(mono_send, 1));
   times.realtime_ns =
       static_cast<uint64_t>(std::max<int64_t>(f.realtime_send_ns, 1));
+  times.origin = f.origin;
   const std::span<const std::byte> payload(
       reinterpret_cast<const std::byte*>(f.payload._buffer),
       f.payload._length);
