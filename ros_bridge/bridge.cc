@@ -100,6 +100,7 @@ absl::Status Bridge::Impl::Init() {
   // retrying forever (calls we make ourselves never wait at all).
   ros::master::setRetryTimeout(ros::WallDuration(1.0));
   graph_ = GraphId(ros::master::getURI());
+  origin_ = GraphOrigin(graph_);
   link_ = std::make_unique<MasterLink>(ros::this_node::getName());
   nh_ = std::make_unique<ros::NodeHandle>();  // ros::start()
   spinner_ = std::make_unique<ros::AsyncSpinner>(2);

@@ -123,8 +123,12 @@ void Bridge::Impl::OnRosMessage(
     r->error.Set(why);
     return;
   }
+  // Stamped at commit; tagged with this graph, so no bridge of it sends
+  // the message back into it (also after a net bridge carried it).
+  transport::SendTimes tag;
+  tag.origin = origin_;
   const transport::PublishResult sent =
-      r->publisher->Send(finish.size, nullptr, finish.offset);
+      r->publisher->Send(finish.size, &tag, finish.offset);
   if (sent.status != transport::PublishStatus::kOk) {
     r->counters.dropped_full.fetch_add(1, std::memory_order_relaxed);
     r->error.Set(absl::StrCat("send: ", transport::ToString(sent.status)));
@@ -140,17 +144,14 @@ void Bridge::Impl::OnTetherMessage(TetherToRos* r,
     r->counters.loop_skipped.fetch_add(1, std::memory_order_relaxed);
     return;
   }
+  // Taken from this ROS graph by a bridge of it, here or on another
+  // instance whose net bridge carried it to this one: ROS has it already.
+  if (m.context.origin == origin_) {
+    r->counters.loop_skipped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   std::unique_ptr<OutboxItem> item = outbox_.Acquire(r->outbox_topic);
   if (r->typed != nullptr) {
-    {
-      // Typed messages carry no origin: skip those a bridge of this graph
-      // published (it took them from this graph).
-      std::lock_guard<std::mutex> lock(bridges_mu_);
-      if (same_graph_pids_.count(m.context.publisher_pid) > 0) {
-        r->counters.loop_skipped.fetch_add(1, std::memory_order_relaxed);
-        return;
-      }
-    }
     transport::SlotMessageReader reader(m.bytes);
     absl::Status s = absl::InvalidArgumentError(
         transport::FramingStatusName(reader.status()));

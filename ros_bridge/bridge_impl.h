@@ -224,8 +224,9 @@ class Bridge::Impl {
       RosToTether* r,
       const ros::MessageEvent<topic_tools::ShapeShifter const>& event);
   // A tether message into the route's outbox topic (converted to ROS bytes
-  // for twins): skipped if it came from ROS (origin, our pid, a bridge of
-  // this graph); malformed ones counted. Never waits for ROS (a full topic
+  // for twins): skipped if it came from this ROS graph (the message's
+  // origin tag, also after a net bridge carried it; the envelope's origin
+  // graph; our pid; a bridge of this graph); malformed ones counted. Never waits for ROS (a full topic
   // drops its oldest). The route's watcher thread; allocates.
   void OnTetherMessage(TetherToRos* r, const transport::RawMessage& m);
   // Publishes outbox items into ROS, advertising (again) when the type,
@@ -235,6 +236,9 @@ class Bridge::Impl {
   BridgeOptions options_;
   transport::SchemaRegistry schemas_;
   std::string graph_;
+  // GraphOrigin(graph_): the origin tag of what this bridge sends into
+  // tether, and what it never sends back into ROS.
+  uint64_t origin_ = 0;
   std::string domain_;
   std::unique_ptr<MasterLink> link_;
   std::unique_ptr<ros::NodeHandle> nh_;
@@ -268,7 +272,6 @@ class Bridge::Impl {
   // Bridges of this tether domain, by node name (callback threads).
   std::mutex bridges_mu_;
   std::map<std::string, std::pair<bool, Clock::time_point>> bridge_cache_;
-  std::set<uint32_t> same_graph_pids_;  // guarded by bridges_mu_
 
   std::unique_ptr<transport::ChannelHandle> status_handle_;
   std::unique_ptr<transport::RawPublisher> status_publisher_;

@@ -179,13 +179,8 @@ void Bridge::Impl::Discover() {
       link_->AllBridges();
   std::set<std::string> same_domain;
   if (bridges.ok()) {
-    std::lock_guard<std::mutex> lock(bridges_mu_);
-    same_graph_pids_.clear();
     for (const auto& [key, rec] : *bridges) {
       if (rec.domain == domain_) same_domain.insert(key);
-      if (rec.graph == graph_ && rec.domain == domain_) {
-        same_graph_pids_.insert(static_cast<uint32_t>(rec.pid));
-      }
     }
   }
   // Publishers of subscribed topics, for registering again after a restart.

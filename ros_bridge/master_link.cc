@@ -103,6 +103,14 @@ std::string GraphId(const std::string& master_uri) {
   return absl::StrCat(host, ":", port);
 }
 
+uint64_t GraphOrigin(const std::string& graph) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64: offset basis, prime
+  for (const char c : "ros1 " + graph) {
+    h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+  }
+  return h == 0 ? 1 : h;
+}
+
 absl::StatusOr<MasterIdentity> MasterLink::Identity() const {
   absl::StatusOr<XmlRpc::XmlRpcValue> pid = Call("getPid", Args({node_}));
   if (!pid.ok()) return pid.status();

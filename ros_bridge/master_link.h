@@ -83,6 +83,13 @@ class MasterLink {
 // address, so two spellings of one master give one graph id).
 std::string GraphId(const std::string& master_uri);
 
+// The origin tag (shm::SendTimes::origin) of the messages a bridge takes
+// from ROS graph `graph` (a GraphId) into tether: a hash of it that every
+// build and host computes alike (64-bit FNV-1a of "ros1 " + graph), never 0
+// (0 is "made by a tether node"). A bridge never publishes into its graph a
+// message with its graph's tag, whichever bridges carried it since.
+uint64_t GraphOrigin(const std::string& graph);
+
 // Registry key for a node name ("/a/b" -> "a__b").
 std::string RegistryKey(const std::string& node);
 
