@@ -45,11 +45,11 @@ class QueueTest : public ::testing::Test {
     return r.ok() ? std::move(*r) : nullptr;
   }
   static void SendPattern(Publisher* p, uint32_t id, uint64_t seq,
-                          size_t size = 64) {
+                          size_t size = 64, const SendTimes* times = nullptr) {
     auto loan = p->Loan();
     ASSERT_FALSE(loan.empty());
     size_t n = WritePattern(loan, id, seq, size);
-    ASSERT_EQ(p->Send(n).status, SendStatus::kOk);
+    ASSERT_EQ(p->Send(n, times).status, SendStatus::kOk);
   }
 
   ScopedRoot root_;
@@ -99,10 +99,7 @@ TEST_F(QueueTest, OriginIsCarriedAndNeverOutlivesItsMessage) {
   SendTimes tagged;
   tagged.origin = 0x1234'5678'9abc'def0ull;
   for (uint64_t i = 0; i < 4; ++i) {
-    auto loan = pub->Loan();
-    ASSERT_FALSE(loan.empty());
-    const size_t n = WritePattern(loan, 3, i, 32);
-    ASSERT_EQ(pub->Send(n, &tagged).status, SendStatus::kOk);
+    SendPattern(pub.get(), 3, i, 32, &tagged);
     ASSERT_EQ(reader->Next(&v), ReadStatus::kOk);
     EXPECT_EQ(v.origin, tagged.origin);
     EXPECT_GT(v.monotonic_send_ns, 0u);
