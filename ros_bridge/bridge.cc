@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -99,16 +100,14 @@ absl::Status Bridge::Impl::Init() {
   // A master call that cannot get through fails after a second instead of
   // retrying forever (calls we make ourselves never wait at all).
   ros::master::setRetryTimeout(ros::WallDuration(1.0));
-  graph_ = GraphId(ros::master::getURI());
-  origin_ = GraphOrigin(graph_);
+  graph_ = ProvisionalGraphId(ros::master::getURI());
   link_ = std::make_unique<MasterLink>(ros::this_node::getName());
   nh_ = std::make_unique<ros::NodeHandle>();  // ros::start()
   spinner_ = std::make_unique<ros::AsyncSpinner>(2);
   spinner_->start();
   Log(absl::StrCat("node ", ros::this_node::getName(), ", master ",
-                   ros::master::getURI(), " (graph ", graph_,
-                   "), tether channels in ", options_.channels.root, "/",
-                   options_.channels.instance));
+                   ros::master::getURI(), ", tether channels in ",
+                   options_.channels.root, "/", options_.channels.instance));
 
   for (const PairOptions& p : options_.pairs) {
     const std::string channel = p.tether.empty() ? p.ros : p.tether;
@@ -345,7 +344,8 @@ void Bridge::Impl::PublishStatus() {
           .count()));
   st.setNode(link_->node());
   st.setMaster(ros::master::getURI());
-  st.setGraph(graph_);
+  const std::array<char, 16> graph = GraphName(graph_.load(std::memory_order_relaxed));
+  st.setGraph(capnp::Text::Reader(graph.data(), graph.size()));
   st.setPid(static_cast<uint32_t>(::getpid()));
   st.setMasterUp(master_up_);
   st.setMasterChanges(master_changes_);

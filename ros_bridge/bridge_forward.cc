@@ -4,6 +4,7 @@
 // (bridge_impl.h).
 #include <unistd.h>
 
+#include <array>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -38,6 +39,8 @@ void Bridge::Impl::OnRosMessage(
   const bool latching = latching_it != header.end() && latching_it->second == "1";
   const int64_t receive_ns = static_cast<int64_t>(event.getReceiptTime().toNSec());
   const uint32_t size = m.size();
+  // One id for the envelope's origin graph and the slot's origin tag.
+  const uint64_t graph = graph_.load(std::memory_order_relaxed);
 
   if (latching || r->typed != nullptr) {
     r->scratch.resize(size);
@@ -95,7 +98,8 @@ void Bridge::Impl::OnRosMessage(
     h.callerid = callerid;
     h.topic = r->ros_topic;
     h.receive_time_ns = receive_ns;
-    h.origin_graph = graph_;
+    const std::array<char, 16> graph_name = GraphName(graph);
+    h.origin_graph = absl::string_view(graph_name.data(), graph_name.size());
     h.origin_bridge = link_->node();
     const bool have_bytes = latching;
     finish = ros1msg::BuildEnvelope(r->arena.get(), loan, r->channel, h, size,
@@ -126,7 +130,7 @@ void Bridge::Impl::OnRosMessage(
   // Stamped at commit; tagged with this graph, so no bridge of it sends
   // the message back into it (also after a net bridge carried it).
   transport::SendTimes tag;
-  tag.origin = origin_;
+  tag.origin = graph;
   const transport::PublishResult sent =
       r->publisher->Send(finish.size, &tag, finish.offset);
   if (sent.status != transport::PublishStatus::kOk) {
@@ -146,7 +150,7 @@ void Bridge::Impl::OnTetherMessage(TetherToRos* r,
   }
   // Taken from this ROS graph by a bridge of it, here or on another
   // instance whose net bridge carried it to this one: ROS has it already.
-  if (m.context.origin == origin_) {
+  if (m.context.origin == graph_.load(std::memory_order_relaxed)) {
     r->counters.loop_skipped.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -184,7 +188,8 @@ void Bridge::Impl::OnTetherMessage(TetherToRos* r,
       outbox_.Recycle(r->outbox_topic, std::move(item));
       return;
     }
-    if (v.header.origin_graph == graph_) {
+    if (ParseGraphName(v.header.origin_graph) ==
+        graph_.load(std::memory_order_relaxed)) {
       // It came from this ROS graph: ROS has it already.
       r->counters.loop_skipped.fetch_add(1, std::memory_order_relaxed);
       outbox_.Recycle(r->outbox_topic, std::move(item));

@@ -193,6 +193,11 @@ class Bridge::Impl {
   // contact lists the bridge under /tether/bridges and advertises typed
   // routes. Main thread.
   void CheckMaster();
+  // Reads the graph's id from the master (/tether/graph) and keeps it; sets
+  // it when absent (this bridge's id from an earlier run of the master, or
+  // a new one) or not an id. At every check while the master answers, so
+  // bridges that set it at once agree by the next check. Main thread.
+  void JoinGraph();
   // Lists this bridge's topics with a new master: publishers, subscribers
   // (keeping the publishers we already had). Failures go to the routes'
   // errors. Main thread.
@@ -235,10 +240,12 @@ class Bridge::Impl {
 
   BridgeOptions options_;
   transport::SchemaRegistry schemas_;
-  std::string graph_;
-  // GraphOrigin(graph_): the origin tag of what this bridge sends into
-  // tether, and what it never sends back into ROS.
-  uint64_t origin_ = 0;
+  // The ROS graph's id (master_link.h): the origin tag of what this bridge
+  // takes from ROS into tether and of what it never sends back into ROS.
+  // Written by the main thread (Init, JoinGraph), read by every thread.
+  std::atomic<uint64_t> graph_{0};
+  // graph_ is the master's /tether/graph, not the provisional id.
+  bool joined_graph_ = false;  // main thread
   std::string domain_;
   std::unique_ptr<MasterLink> link_;
   std::unique_ptr<ros::NodeHandle> nh_;

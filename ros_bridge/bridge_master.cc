@@ -4,6 +4,7 @@
 // bridges of this tether domain apart (bridge_impl.h).
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -63,6 +64,7 @@ void Bridge::Impl::CheckMaster() {
     }
     return;
   }
+  JoinGraph();
   if (master_up_ && *id == identity_) return;
   const bool first = !ever_up_;
   const bool replaced = ever_up_ && !(*id == identity_);
@@ -71,7 +73,9 @@ void Bridge::Impl::CheckMaster() {
   ever_up_ = true;
   const MasterIdentity old = identity_;
   identity_ = *id;
-  BridgeRecord me{domain_, graph_, static_cast<int>(::getpid())};
+  const std::array<char, 16> graph = GraphName(graph_.load(std::memory_order_relaxed));
+  BridgeRecord me{domain_, std::string(graph.data(), graph.size()),
+                  static_cast<int>(::getpid())};
   if (absl::Status s = link_->Announce(me); !s.ok()) {
     Log(absl::StrCat("could not list this bridge under /tether/bridges: ",
                      s.message()));
@@ -93,6 +97,33 @@ void Bridge::Impl::CheckMaster() {
   } else {
     Note(absl::StrCat("master ", ros::master::getURI(), " is back (pid ",
                       id->pid, ")"));
+  }
+}
+
+void Bridge::Impl::JoinGraph() {
+  absl::StatusOr<uint64_t> param = link_->GraphParam();
+  if (absl::IsUnavailable(param.status())) return;  // the next check
+  uint64_t id = 0;
+  if (param.ok()) {
+    id = *param;
+  } else {
+    if (!absl::IsNotFound(param.status())) {
+      Log(absl::StrCat(param.status().message(), "; setting it again"));
+    }
+    // Ours from this master's earlier run, or a new graph's first id.
+    id = joined_graph_ ? graph_.load(std::memory_order_relaxed) : NewGraphId();
+    if (absl::Status s = link_->SetGraphParam(id); !s.ok()) {
+      Log(absl::StrCat("could not set /tether/graph: ", s.message()));
+      return;
+    }
+  }
+  joined_graph_ = true;
+  const uint64_t was = graph_.exchange(id, std::memory_order_relaxed);
+  if (was != id) {
+    const std::array<char, 16> name = GraphName(id);
+    Note(absl::StrCat("ROS graph id ", absl::string_view(name.data(), name.size()),
+                      " (/tether/graph", param.ok() ? "" : ", set by this bridge",
+                      ")"));
   }
 }
 

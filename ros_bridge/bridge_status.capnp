@@ -12,7 +12,8 @@ struct BridgeStatus {
   # The bridge's ROS node name.
   master @2 :Text;
   graph @3 :Text;
-  # This ROS graph's id in envelopes' origin (the master's host:port).
+  # This ROS graph's id (16 hex digits; the ROS parameter /tether/graph):
+  # the origin graph of its envelopes and the origin tag of its messages.
   pid @4 :UInt32;
   masterUp @5 :Bool;
   masterChanges @6 :UInt32;

@@ -4,6 +4,8 @@
 #include <netdb.h>
 #include <sys/socket.h>
 
+#include <random>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "ros/master.h"
@@ -16,6 +18,7 @@ namespace tether::ros_bridge {
 namespace {
 
 constexpr char kRegistry[] = "/tether/bridges";
+constexpr char kGraphParam[] = "/tether/graph";
 
 // One master call that never waits for an absent master.
 absl::StatusOr<XmlRpc::XmlRpcValue> Call(const std::string& method,
@@ -80,7 +83,7 @@ std::string RegistryKey(const std::string& node) {
   return absl::StrReplaceAll(key, {{"/", "__"}});
 }
 
-std::string GraphId(const std::string& master_uri) {
+uint64_t ProvisionalGraphId(const std::string& master_uri) {
   std::string rest = master_uri;
   if (size_t p = rest.find("://"); p != std::string::npos) rest = rest.substr(p + 3);
   if (size_t p = rest.find('/'); p != std::string::npos) rest = rest.substr(0, p);
@@ -100,15 +103,64 @@ std::string GraphId(const std::string& master_uri) {
     }
     ::freeaddrinfo(res);
   }
-  return absl::StrCat(host, ":", port);
-}
-
-uint64_t GraphOrigin(const std::string& graph) {
   uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64: offset basis, prime
-  for (const char c : "ros1 " + graph) {
+  for (const char c : absl::StrCat("ros1 ", host, ":", port)) {
     h = (h ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
   }
   return h == 0 ? 1 : h;
+}
+
+uint64_t NewGraphId() {
+  std::random_device rd;
+  for (;;) {
+    const uint64_t id = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+    if (id != 0) return id;
+  }
+}
+
+std::array<char, 16> GraphName(uint64_t id) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::array<char, 16> out;
+  for (int i = 15; i >= 0; --i) {
+    out[static_cast<size_t>(i)] = kHex[id & 0xf];
+    id >>= 4;
+  }
+  return out;
+}
+
+std::optional<uint64_t> ParseGraphName(absl::string_view name) {
+  if (name.size() != 16) return std::nullopt;
+  uint64_t id = 0;
+  for (const char c : name) {
+    int d;
+    if (c >= '0' && c <= '9') d = c - '0';
+    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+    else return std::nullopt;
+    id = (id << 4) | static_cast<uint64_t>(d);
+  }
+  if (id == 0) return std::nullopt;
+  return id;
+}
+
+absl::StatusOr<uint64_t> MasterLink::GraphParam() const {
+  absl::StatusOr<XmlRpc::XmlRpcValue> v = Call("getParam", Args({node_, kGraphParam}));
+  if (!v.ok()) return v.status();
+  std::optional<uint64_t> id;
+  if (v->getType() == XmlRpc::XmlRpcValue::TypeString) {
+    id = ParseGraphName(static_cast<std::string>(*v));
+  }
+  if (!id.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kGraphParam, " is not a graph id (16 hex digits, not 0)"));
+  }
+  return *id;
+}
+
+absl::Status MasterLink::SetGraphParam(uint64_t id) const {
+  const std::array<char, 16> name = GraphName(id);
+  return Call("setParam",
+              Args({node_, kGraphParam, std::string(name.data(), name.size())}))
+      .status();
 }
 
 absl::StatusOr<MasterIdentity> MasterLink::Identity() const {

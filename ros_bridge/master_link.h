@@ -7,6 +7,7 @@
 #ifndef TETHER_ROS_BRIDGE_MASTER_LINK_H_
 #define TETHER_ROS_BRIDGE_MASTER_LINK_H_
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace tether::ros_bridge {
 
@@ -73,22 +75,52 @@ class MasterLink {
   absl::Status UpdatePublishers(const std::string& topic,
                                 const std::vector<std::string>& uris) const;
 
+  // The graph's id: the ROS parameter /tether/graph (GraphName of a random
+  // number). NotFound when it is absent (a new master, or one that
+  // restarted: parameters live in the master), InvalidArgument when it is
+  // not a graph id, Unavailable when the master does not answer.
+  absl::StatusOr<uint64_t> GraphParam() const;
+  absl::Status SetGraphParam(uint64_t id) const;
+
   const std::string& node() const { return node_; }
 
  private:
   std::string node_;
 };
 
-// "http://localhost:11311/" -> "127.0.0.1:11311" (host resolved to an
-// address, so two spellings of one master give one graph id).
-std::string GraphId(const std::string& master_uri);
+// A ROS graph's id, which is also the origin tag (shm::SendTimes::origin)
+// of every message a bridge takes from that graph into tether: a bridge
+// never publishes into its graph a message with its graph's id, whichever
+// bridges (and net bridges) carried it since. Never 0 (0 is "made by a
+// tether node").
+//
+// Where it comes from: the first bridge that joins a master and finds no
+// /tether/graph parameter sets it to a new random id (NewGraphId); every
+// other bridge of that graph reads it. The master's URI cannot serve: each
+// host spells and resolves it its own way (localhost on the robot, the
+// robot's address on a laptop: one graph, two ids, and the loop goes on),
+// and two robots whose masters are both 127.0.0.1:11311 are two graphs with
+// one URI (one robot's bridge would drop the other's messages). After a
+// master restart the parameter is gone; bridges that ran before set again
+// the id they had, so the id outlives the master's run.
+//
+// Two bridges that find it absent at once both set it: each reads it back
+// at its next check and both keep the one written last. Until then (one
+// discovery period, only at a new master's first join) each tags with its
+// own.
+uint64_t NewGraphId();
+// 16 lowercase hex digits: the parameter's value and an envelope's origin
+// graph.
+std::array<char, 16> GraphName(uint64_t id);
+// The inverse of GraphName; nullopt for anything else (also an older
+// bridge's "host:port", and 0).
+std::optional<uint64_t> ParseGraphName(absl::string_view name);
 
-// The origin tag (shm::SendTimes::origin) of the messages a bridge takes
-// from ROS graph `graph` (a GraphId) into tether: a hash of it that every
-// build and host computes alike (64-bit FNV-1a of "ros1 " + graph), never 0
-// (0 is "made by a tether node"). A bridge never publishes into its graph a
-// message with its graph's tag, whichever bridges carried it since.
-uint64_t GraphOrigin(const std::string& graph);
+// The id a bridge uses until its master first answers (no ROS traffic can
+// reach it before that): a hash of the master's URI as this bridge was
+// given it ("http://localhost:11311/" -> FNV-1a 64 of "ros1 127.0.0.1:11311",
+// the host resolved to an address), never 0.
+uint64_t ProvisionalGraphId(const std::string& master_uri);
 
 // Registry key for a node name ("/a/b" -> "a__b").
 std::string RegistryKey(const std::string& node);

@@ -44,8 +44,9 @@ struct RosEnvelope {
 
   struct Origin {
     graph @0 :Text;
-    # The ROS graph it came from (the master URI as "host:port", host
-    # resolved to an address); empty for messages made in tether.
+    # The ROS graph it came from: its id, 16 hex digits, the ROS parameter
+    # /tether/graph that the graph's bridges share (ros_bridge/master_link.h);
+    # empty for messages made in tether.
 
     bridge @1 :Text;
     # The bridge node that forwarded it (its ROS node name).

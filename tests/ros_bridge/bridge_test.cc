@@ -17,6 +17,7 @@
 #include "capnp/message.h"
 #include "gtest/gtest.h"
 #include "ros_bridge/bridge_status.capnp.h"
+#include "ros_bridge/master_link.h"
 #include "ros_bridge/ros1msg/envelope.capnp.h"
 #include "ros_bridge/ros1msg/envelope.h"
 #include "ros_bridge/ros1msg/geometry_msgs.capnp.h"
@@ -444,6 +445,8 @@ TEST_F(BridgeTest, MasterRestartIsSurvivedAndStatedInTheStatus) {
   auto sub = transport::RawSubscriber::Create(hin.get());
   ASSERT_TRUE(sub.ok());
   auto out = EnvelopePublisher("/ros/out");
+  const std::string id = graph_.Param("/tether/graph");
+  ASSERT_TRUE(ParseGraphName(id).has_value()) << "/tether/graph: " << id;
 
   graph_.StopMaster();
   Status st;
@@ -465,6 +468,9 @@ TEST_F(BridgeTest, MasterRestartIsSurvivedAndStatedInTheStatus) {
   std::vector<uint64_t> storage;
   ASSERT_TRUE(NextEnvelope(**sub, &v, &storage)) << bridge->Output();
   EXPECT_EQ(Hex(v.data), Hex(blob));
+  // The graph keeps its id: the bridge set it again in the new master.
+  EXPECT_EQ(v.header.origin_graph, id);
+  EXPECT_EQ(graph_.Param("/tether/graph"), id);
   auto listener = Peer({"sub", "/out", "1"});
   ASSERT_TRUE(testing::WaitFor(
       [&] {

@@ -151,9 +151,20 @@ int Process::Stop(std::chrono::milliseconds grace) {
   return code_;
 }
 
-RosGraph::RosGraph() : port_(FreePort()) {
-  home_ = TmpDir() + "/ros_home_" + std::to_string(port_);
+RosGraph::RosGraph() : RosGraph(FreePort(), "") {}
+
+RosGraph::RosGraph(int port, std::string netns)
+    : port_(port), netns_(std::move(netns)) {
+  home_ = TmpDir() + "/ros_home_" + std::to_string(port_) +
+          (netns_.empty() ? "" : "_" + netns_);
   ::mkdir(home_.c_str(), 0755);
+}
+
+std::vector<std::string> RosGraph::InNetns(std::vector<std::string> argv) const {
+  if (netns_.empty()) return argv;
+  std::vector<std::string> in = {"/usr/sbin/ip", "netns", "exec", netns_};
+  in.insert(in.end(), argv.begin(), argv.end());
+  return in;
 }
 
 RosGraph::~RosGraph() { StopMaster(); }
@@ -172,7 +183,7 @@ std::map<std::string, std::string> RosGraph::env() const {
 
 bool RosGraph::Start() {
   roscore_ = std::make_unique<Process>(
-      std::vector<std::string>{"roscore", "-p", std::to_string(port_)}, env(),
+      InNetns({"roscore", "-p", std::to_string(port_)}), env(),
       home_ + "/roscore.log");
   return WaitFor(
       [&] {
@@ -194,17 +205,29 @@ void RosGraph::StopMaster() {
 std::string RosGraph::RunTool(std::vector<std::string> argv,
                               std::chrono::milliseconds timeout, int* code) {
   const std::string log = home_ + "/tool" + std::to_string(serial_++) + ".log";
-  Process p(std::move(argv), env(), log);
+  Process p(InNetns(std::move(argv)), env(), log);
   int c = -1;
   if (!p.Wait(timeout, &c)) c = p.Stop(std::chrono::milliseconds(1000));
   if (code != nullptr) *code = c;
   return p.Output();
 }
 
+std::string RosGraph::Param(const std::string& name) {
+  int code = -1;
+  std::string out = RunTool({"rosparam", "get", name}, kToolTimeout, &code);
+  if (code != 0) return "";
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  if (out.size() >= 2 && (out.front() == '\'' || out.front() == '"') &&
+      out.back() == out.front()) {
+    out = out.substr(1, out.size() - 2);
+  }
+  return out;
+}
+
 std::unique_ptr<Process> RosGraph::Spawn(std::vector<std::string> argv,
                                          const std::string& log_name) {
   return std::make_unique<Process>(
-      std::move(argv), env(),
+      InNetns(std::move(argv)), env(),
       home_ + "/" + log_name + std::to_string(serial_++) + ".log");
 }
 

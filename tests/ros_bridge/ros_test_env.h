@@ -69,6 +69,10 @@ class RosGraph {
  public:
   // Picks a port; Start() runs roscore there.
   RosGraph();
+  // A graph at `port` whose roscore and children run in network namespace
+  // `netns` (a name under /run/netns, e.g. net::testing::TwoHosts's): two
+  // such graphs can have one address, 127.0.0.1:port, as two robots do.
+  RosGraph(int port, std::string netns);
   ~RosGraph();
 
   // Starts roscore and waits (bounded) until it answers. False on timeout.
@@ -88,12 +92,19 @@ class RosGraph {
   // returns its output.
   std::string RunTool(std::vector<std::string> argv,
                       std::chrono::milliseconds timeout, int* code = nullptr);
+  // A string parameter's value (`rosparam get`, YAML quotes taken off);
+  // empty if it is not set or the tool failed.
+  std::string Param(const std::string& name);
   // Starts a child in this graph's environment.
   std::unique_ptr<Process> Spawn(std::vector<std::string> argv,
                                  const std::string& log_name);
 
  private:
+  // argv, run in netns_ when there is one.
+  std::vector<std::string> InNetns(std::vector<std::string> argv) const;
+
   int port_;
+  std::string netns_;
   std::string home_;
   std::unique_ptr<Process> roscore_;
   int serial_ = 0;
