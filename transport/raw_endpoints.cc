@@ -54,9 +54,13 @@ PublishResult RawPublisher::Send(size_t size, const SendTimes* times,
   if (size > channel_->max_size()) {
     return CountFailure(PublishStatus::kTooLarge);
   }
+  // The loop's clock unless the caller gave times (an origin alone, a
+  // bridge's tag, is not times: it is kept and the times are stamped).
   SendTimes stamped;
-  if (hooks_ != nullptr && times == nullptr) {
+  if (hooks_ != nullptr &&
+      (times == nullptr || (times->monotonic_ns == 0 && times->realtime_ns == 0))) {
     hooks_->StampSend(&stamped);
+    stamped.origin = times != nullptr ? times->origin : 0;
     times = &stamped;
   }
   shm::SendResult r = publisher_->Send(size, times, offset);

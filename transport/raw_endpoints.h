@@ -118,8 +118,11 @@ class RawPublisher {
   // Commits `size` bytes of the loan starting `offset` bytes into it (a
   // multiple of 8: where SlotMessageBuilder::Finish() says the message
   // starts). A failure (kTooLarge past the channel's maxSize, kNoLoan,
-  // kCorrupt) is counted once in send_failures(). RT-safe: no allocation,
-  // no lock, at most one syscall (the wake, only when a reader sleeps).
+  // kCorrupt) is counted once in send_failures(). `times` with both times
+  // 0 (or null) takes them from the hooks' clock when there are hooks
+  // (keeping `times->origin`), else from the real clocks at commit.
+  // RT-safe: no allocation, no lock, at most one syscall (the wake, only
+  // when a reader sleeps).
   PublishResult Send(size_t size, const SendTimes* times = nullptr,
                      size_t offset = 0);
 

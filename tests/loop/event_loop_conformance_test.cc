@@ -5,10 +5,13 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "capnp/message.h"
+#include "capnp/serialize.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "loop/event_loop.h"
@@ -492,6 +495,50 @@ TEST_P(ConformanceTest, SendTimesFollowTheLoopClock) {
     EXPECT_GE(send_ns, at);
     EXPECT_LT(Duration(send_ns - at), Ms(100));
   }
+}
+
+// A bridge's send gives an origin and no times (ros_bridge's tag): the
+// times still come from the loop's clock, and the origin arrives.
+TEST_P(ConformanceTest, ASendWithOnlyAnOriginIsStampedByTheLoopClock) {
+  EventLoop* loop = harness_->MakeLoop("node");
+  auto raw = loop->MakeRawSender("/test/a");
+  ASSERT_TRUE(raw.ok()) << raw.status();
+  capnp::MallocMessageBuilder m;
+  m.initRoot<Scalars>().setI64(5);
+  const kj::Array<capnp::word> flat = capnp::messageToFlatArray(m);
+  const std::span<const std::byte> framed(
+      reinterpret_cast<const std::byte*>(flat.begin()),
+      flat.size() * sizeof(capnp::word));
+  MonotonicTime sent_at;
+  MessageContext got;
+  bool arrived = false;
+  ASSERT_TRUE(loop->MakeWatcher<Scalars>(
+                      "/test/a", [&](Scalars::Reader r, const MessageContext& c) {
+                        EXPECT_EQ(r.getI64(), 5);
+                        got = c;
+                        arrived = true;
+                        harness_->Exit();
+                      })
+                  .ok());
+  loop->AddTimer([&] {
+        sent_at = loop->monotonic_now();
+        transport::SendTimes tag;
+        tag.origin = 0x5eed;
+        EXPECT_EQ((*raw)->Publish(framed, &tag).status,
+                  transport::PublishStatus::kOk);
+      })
+      ->Schedule(loop->monotonic_now() + Ms(3));
+  harness_->RunFor(Ms(5000));
+  ASSERT_TRUE(arrived);
+  EXPECT_EQ(got.origin, 0x5eedu);
+  const int64_t at = static_cast<int64_t>(ToMonotonicNs(sent_at));
+  if (simulated()) {
+    EXPECT_EQ(got.monotonic_send_ns, at);  // virtual time, not the real clock
+  } else {
+    EXPECT_GE(got.monotonic_send_ns, at);
+    EXPECT_LT(Duration(got.monotonic_send_ns - at), Ms(100));
+  }
+  EXPECT_GT(got.realtime_send_ns, 0);
 }
 
 // One driver for both kinds: at an instant where a timer is due and a
