@@ -19,12 +19,15 @@ std::string FormatEchoLine(const std::string& message_json,
   if (!with_context) return message_json;
   const double latency_us =
       (c.monotonic_receive_ns - c.monotonic_send_ns) / 1000.0;
+  // The origin as 16 hex digits (a JSON number would lose its low bits in
+  // most readers); 0 is a tether node's, else a bridge's tag (the ROS
+  // bridge's: its graph's /tether/graph).
   return absl::StrFormat(
       "{\"queue_index\":%u,\"monotonic_send_ns\":%d,\"realtime_send_ns\":%d,"
-      "\"publisher_pid\":%u,\"latency_us\":%.1f,\"missed\":%u,"
-      "\"message\":%s}",
+      "\"publisher_pid\":%u,\"origin\":\"%016x\",\"latency_us\":%.1f,"
+      "\"missed\":%u,\"message\":%s}",
       c.queue_index, c.monotonic_send_ns, c.realtime_send_ns, c.publisher_pid,
-      latency_us, c.missed, message_json);
+      c.origin, latency_us, c.missed, message_json);
 }
 
 int RunEcho(const EchoOptions& options, std::ostream& out, std::ostream& err) {
@@ -221,7 +224,8 @@ ArgParser EchoParser() {
                    "print at most HZ lines a second (the others are skipped "
                    "and counted)");
   parser.AddFlag("context",
-                 "add queue index, send times, publisher pid, latency "
+                 "add queue index, send times, publisher pid, origin (0: "
+                 "made by a tether node; else a bridge's tag), latency "
                  "(receive - send) and missed to each line");
   parser.AddFlag("from-oldest",
                  "start with the oldest message still in the channel");

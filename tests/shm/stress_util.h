@@ -1,5 +1,6 @@
 // Stress-test helpers: a checker that every reader runs over the messages it
-// gets, proving nothing is duplicated, reordered, torn or lost silently.
+// gets, proving nothing is duplicated, reordered, torn or lost silently, and
+// that each message's origin is its own.
 #ifndef TETHER_TESTS_SHM_STRESS_UTIL_H_
 #define TETHER_TESTS_SHM_STRESS_UTIL_H_
 
@@ -8,10 +9,28 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
+#include "shm/publisher.h"
 #include "shm/reader.h"
 #include "tests/shm/shm_test_util.h"
 
 namespace tether::shm::testing {
+
+// The origin a stress publisher gives message `sequence` of publisher
+// `publisher` (shm SendTimes::origin): different for every message, so a
+// reader that got one message's origin with another's payload (an origin
+// stored after the commit, or read outside the reader's validity check)
+// is caught. Never 0.
+inline uint64_t StressOrigin(uint32_t publisher, uint64_t sequence) {
+  return ((uint64_t{publisher} << 48) ^ (sequence * 0x9e3779b97f4a7c15ull)) | 1;
+}
+
+// Sends `n` bytes of the loan with StressOrigin(publisher, sequence).
+inline SendResult SendWithStressOrigin(Publisher& p, size_t n,
+                                       uint32_t publisher, uint64_t sequence) {
+  SendTimes t;
+  t.origin = StressOrigin(publisher, sequence);
+  return p.Send(n, &t);
+}
 
 class StreamChecker {
  public:
@@ -40,6 +59,12 @@ class StreamChecker {
     if (h.sequence != v.publisher_sequence) {
       *error = absl::StrCat("payload sequence ", h.sequence,
                             " != header sequence ", v.publisher_sequence);
+      return false;
+    }
+    if (v.origin != StressOrigin(h.publisher, h.sequence)) {
+      *error = absl::StrCat("origin ", v.origin, " at index ", v.queue_index,
+                            " is not that of publisher ", h.publisher,
+                            " message ", h.sequence);
       return false;
     }
     auto [it, inserted] = last_seq_.try_emplace(h.publisher, h.sequence);

@@ -104,7 +104,7 @@ inline int PublisherMain(const ChannelOptions& options, const std::string& name,
       return 1;
     }
     size_t n = WritePattern(loan, id, seq, sizeof(PatternHeader) + rng() % (max - sizeof(PatternHeader)));
-    SendResult r = (*pub)->Send(n);
+    SendResult r = SendWithStressOrigin(**pub, n, id, seq);
     if (r.status != SendStatus::kOk) {
       board->Fail(std::string("send: ") + ToString(r.status));
       return 1;

@@ -131,7 +131,8 @@ TEST(ThreadStress, ConcurrentPublishersAndReadersLoseNothingSilently) {
         auto loan = (*pub)->Loan();
         ASSERT_FALSE(loan.empty());
         size_t n = testing::WritePattern(loan, p, seq, 16 + rng() % 480);
-        ASSERT_EQ((*pub)->Send(n).status, SendStatus::kOk);
+        ASSERT_EQ(testing::SendWithStressOrigin(**pub, n, p, seq).status,
+                  SendStatus::kOk);
         // Bursts and pauses: readers fall behind and catch up again.
         if (rng() % 512 == 0) {
           std::this_thread::sleep_for(std::chrono::microseconds(rng() % 100));

@@ -105,6 +105,27 @@ TEST_F(ChannelCommandsTest, EchoPrintsEachMessageAsOneJsonLine) {
   EXPECT_THAT(err.str(), HasSubstr("3 printed, missed 0"));
 }
 
+TEST_F(ChannelCommandsTest, EchoContextShowsABridgesOrigin) {
+  auto ch = MakeChannel("/robot/scalars");
+  auto pub = transport::Publisher<Scalars>::Create(ch.get());
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  auto loan = (*pub)->MakeLoan();
+  loan.root().setI64(1);
+  transport::SendTimes tag;
+  tag.origin = 0xfedc'ba98'7654'3210ull;  // beyond a double's 53 bits
+  ASSERT_EQ((*pub)->Send(std::move(loan), &tag).status,
+            transport::PublishStatus::kOk);
+  EchoOptions o = Echo("/robot/scalars");
+  o.count = 1;
+  o.from_oldest = true;
+  o.context = true;
+  std::ostringstream out, err;
+  ASSERT_EQ(RunEcho(o, out, err), kExitOk) << err.str();
+  auto json = test::ParseJson(Lines(out.str()).at(0));
+  ASSERT_TRUE(json.ok()) << out.str();
+  EXPECT_EQ(json->Find("origin")->string, "fedcba9876543210");
+}
+
 TEST_F(ChannelCommandsTest, EchoContextWrapsTheMessage) {
   auto ch = MakeChannel("/robot/scalars");
   Send(ch.get(), 9, 2);
@@ -124,6 +145,7 @@ TEST_F(ChannelCommandsTest, EchoContextWrapsTheMessage) {
   EXPECT_GE(json->Find("latency_us")->number, 0);
   EXPECT_GT(json->Find("monotonic_send_ns")->number, 0);
   ASSERT_NE(json->Find("realtime_send_ns"), nullptr);
+  EXPECT_EQ(json->Find("origin")->string, "0000000000000000");  // a tether node's
   EXPECT_EQ(json->Find("message")->Find("i64")->string, "10");
 }
 
