@@ -20,6 +20,14 @@
 //   --variant=spin    the same with receivers busy-polling the word (no
 //                     syscall): the floor of any handoff. Only meaningful
 //                     with the two sides on different CPUs.
+//   --variant=futex_pages:N
+//                     the futex floor where each side, after every wake,
+//                     reads one byte from each of N pages of its own
+//                     memory lying 2 MiB apart (no two share a page-table
+//                     page): what each distinct page a process touches
+//                     after a wake costs. Where the guest hides PCID, every
+//                     switch between the two processes on one CPU flushes
+//                     the TLB, and each such page costs a page walk.
 //   --variant=memcpy  no second process: a round is two memcpys of the
 //                     payload (one per direction), so "one-way" is one
 //                     memcpy of the payload, from a hot source buffer.
@@ -37,6 +45,7 @@
 
 #include <atomic>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -111,6 +120,52 @@ class Mailboxes {
 inline void CpuRelax() { __builtin_ia32_pause(); }
 
 enum class Sleep { kFutex, kSpin, kUring };
+
+// --variant=futex_pages:N: N private pages, 2 MiB apart, each read once
+// per Touch(). Made after the fork (each process has its own).
+class PageToucher {
+ public:
+  static constexpr size_t kStride = size_t{2} << 20;
+  static constexpr int kMaxPages = 1024;
+
+  explicit PageToucher(int pages) : pages_(pages) {
+    if (pages_ == 0) return;
+    base_ = static_cast<char*>(::mmap(nullptr, pages_ * kStride,
+                                      PROT_READ | PROT_WRITE,
+                                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                                      -1, 0));
+    if (base_ == MAP_FAILED) {
+      base_ = nullptr;
+      pages_ = 0;
+      return;
+    }
+    (void)::madvise(base_, pages_ * kStride, MADV_NOHUGEPAGE);
+    for (int i = 0; i < pages_; ++i) base_[At(i)] = 1;  // fault in
+  }
+  ~PageToucher() {
+    if (base_ != nullptr) ::munmap(base_, pages_ * kStride);
+  }
+  PageToucher(const PageToucher&) = delete;
+  PageToucher& operator=(const PageToucher&) = delete;
+
+  bool ok(int wanted) const { return pages_ == wanted; }
+  void Touch() const {
+    unsigned sum = 0;
+    for (int i = 0; i < pages_; ++i) {
+      sum += static_cast<unsigned char>(
+          reinterpret_cast<volatile const char*>(base_)[At(i)]);
+    }
+    asm volatile("" ::"r"(sum));
+  }
+
+ private:
+  // A different cache line in each page, so the lines do not all fall in
+  // one cache set.
+  static size_t At(int i) { return i * kStride + (static_cast<size_t>(i) * 64) % 4096; }
+
+  int pages_;
+  char* base_ = nullptr;
+};
 
 // A receiver's io_uring ring for Sleep::kUring (one per process, made after
 // the fork: a ring is not shared with a child).
@@ -201,7 +256,11 @@ void Post(Mailbox* box, Sleep sleep) {
 }
 
 absl::Status Ping(const Session& s, Board* board, Mailboxes* boxes,
-                  Sleep sleep) {
+                  Sleep sleep, int pages) {
+  const PageToucher toucher(pages);
+  if (!toucher.ok(pages)) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot map ", pages, " pages"));
+  }
   UringSleeper ring;
   if (sleep == Sleep::kUring) {
     if (absl::Status st = ring.Init(); !st.ok()) return st;
@@ -231,6 +290,7 @@ absl::Status Ping(const Session& s, Board* board, Mailboxes* boxes,
           !st.ok()) {
         return st;
       }
+      toucher.Touch();
       (void)driver.Reply(i, ReadHeader(absl::Span<const std::byte>(
                                 boxes->reply(i)->data(), sizeof(Header))));
     }
@@ -238,7 +298,11 @@ absl::Status Ping(const Session& s, Board* board, Mailboxes* boxes,
 }
 
 absl::Status Pong(const Session& s, Board* board, int index, Mailboxes* boxes,
-                  Sleep sleep) {
+                  Sleep sleep, int pages) {
+  const PageToucher toucher(pages);
+  if (!toucher.ok(pages)) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot map ", pages, " pages"));
+  }
   UringSleeper ring;
   if (sleep == Sleep::kUring) {
     if (absl::Status st = ring.Init(); !st.ok()) return st;
@@ -251,6 +315,7 @@ absl::Status Pong(const Session& s, Board* board, int index, Mailboxes* boxes,
         !st.ok()) {
       return st;
     }
+    toucher.Touch();
     const PongDriver::Action a = driver.OnMessage(
         absl::Span<const std::byte>(boxes->ping()->data(), sizeof(Header)));
     if (a.kind == PongDriver::Kind::kExit) return absl::OkStatus();
@@ -295,7 +360,23 @@ int main(int argc, char** argv) {
   auto boxes = std::make_unique<Mailboxes>();
   return RunnerMain(argc, argv, "floor", [&](const Session& s) {
     Roles roles;
-    const std::string variant = s.variant.empty() ? "futex" : s.variant;
+    std::string variant = s.variant.empty() ? "futex" : s.variant;
+    int pages = 0;
+    if (variant.rfind("futex_pages:", 0) == 0) {
+      const std::string n = variant.substr(12);
+      char* end = nullptr;
+      const long v = std::strtol(n.c_str(), &end, 10);
+      if (n.empty() || *end != '\0' || v < 0 || v > PageToucher::kMaxPages) {
+        roles.prepare = [variant] {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "--variant=", variant, ": futex_pages:N takes N from 0 to ",
+              PageToucher::kMaxPages));
+        };
+        return roles;
+      }
+      pages = static_cast<int>(v);
+      variant = "futex";
+    }
     if (variant == "memcpy") {
       roles.ping = [&s](Board* b) { return Memcpy(s, b); };
       roles.pong = [](Board* b, int) {
@@ -307,7 +388,8 @@ int main(int argc, char** argv) {
     if (variant != "futex" && variant != "spin" && variant != "uring") {
       roles.prepare = [variant] {
         return absl::InvalidArgumentError(absl::StrCat(
-            "--variant=", variant, ": use futex, uring, spin or memcpy"));
+            "--variant=", variant,
+            ": use futex, uring, spin, memcpy or futex_pages:N"));
       };
       return roles;
     }
@@ -321,16 +403,19 @@ int main(int argc, char** argv) {
       }
       return boxes->Map(s.pongs, s.max_payload(), s.shm_root);
     };
-    roles.ping = [&s, &boxes, sleep](Board* b) {
+    roles.ping = [&s, &boxes, sleep, pages](Board* b) {
       if (sleep != Sleep::kUring) {  // Ping() says what the ring got
-        b->SetInfo(sleep == Sleep::kSpin ? "receivers busy-poll a shared word"
-                                         : "FUTEX_WAIT / FUTEX_WAKE on a "
-                                           "shared word");
+        b->SetInfo(sleep == Sleep::kSpin
+                       ? std::string("receivers busy-poll a shared word")
+                       : absl::StrCat("FUTEX_WAIT / FUTEX_WAKE on a shared word",
+                                      pages == 0 ? "" : absl::StrCat(
+                                          "; each side reads ", pages,
+                                          " pages 2 MiB apart after each wake")));
       }
-      return Ping(s, b, boxes.get(), sleep);
+      return Ping(s, b, boxes.get(), sleep, pages);
     };
-    roles.pong = [&s, &boxes, sleep](Board* b, int i) {
-      return Pong(s, b, i, boxes.get(), sleep);
+    roles.pong = [&s, &boxes, sleep, pages](Board* b, int i) {
+      return Pong(s, b, i, boxes.get(), sleep, pages);
     };
     return roles;
   });
