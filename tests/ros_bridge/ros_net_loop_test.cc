@@ -83,9 +83,6 @@ class RosNetLoopTest : public ::testing::Test {
     return o;
   }
 
-  void StartRosBridge(int host, const std::string& direction) {
-    StartRosBridge(graph_, host, direction);
-  }
   void StartRosBridge(RosGraph& graph, int host, const std::string& direction) {
     const std::string node = host == 0 ? "bridge_a" : "bridge_b";
     auto p = graph.Spawn(
@@ -138,6 +135,22 @@ class RosNetLoopTest : public ::testing::Test {
     return h;
   }
 
+  // ROS (graph `ros_a`) -> a's ROS bridge -> instance a -> net bridges ->
+  // instance b -> b's ROS bridge -> ROS (graph `ros_b`), on kChannel; the
+  // channel's handles in a and b.
+  void StartPathFromAToB(RosGraph& ros_a, RosGraph& ros_b,
+                         std::unique_ptr<transport::ChannelHandle>* ha,
+                         std::unique_ptr<transport::ChannelHandle>* hb) {
+    ASSERT_NO_FATAL_FAILURE(StartRosBridge(ros_a, 0, "to-tether"));
+    ASSERT_NO_FATAL_FAILURE(StartRosBridge(ros_b, 1, "to-ros"));
+    *ha = WaitForChannel(0);
+    *hb = WaitForChannel(1);
+    ASSERT_NE(*ha, nullptr);
+    ASSERT_NE(*hb, nullptr);
+    ASSERT_NO_FATAL_FAILURE(StartNetBridge(0, "out"));
+    ASSERT_NO_FATAL_FAILURE(StartNetBridge(1, "in"));
+  }
+
   std::unique_ptr<Process> Peer(std::vector<std::string> args) {
     return Peer(graph_, std::move(args));
   }
@@ -163,14 +176,8 @@ class RosNetLoopTest : public ::testing::Test {
 };
 
 TEST_F(RosNetLoopTest, ATypedRosMessageCarriedToAnotherInstanceIsNotPublishedBack) {
-  StartRosBridge(0, "to-tether");
-  StartRosBridge(1, "to-ros");
-  auto ha = WaitForChannel(0);
-  auto hb = WaitForChannel(1);
-  ASSERT_NE(ha, nullptr);
-  ASSERT_NE(hb, nullptr);
-  StartNetBridge(0, "out");
-  StartNetBridge(1, "in");
+  std::unique_ptr<transport::ChannelHandle> ha, hb;
+  ASSERT_NO_FATAL_FAILURE(StartPathFromAToB(graph_, graph_, &ha, &hb));
   auto sub = transport::Subscriber<Twist>::Create(hb.get());
   ASSERT_TRUE(sub.ok()) << sub.status();
   auto listener = Peer({"sub", "/cmd_vel", "100000"});
@@ -256,14 +263,8 @@ TEST_F(RosNetLoopTest, TwoGraphsAtOneAddressAreTwoGraphs) {
   RosGraph graph_b(graph_.port(), hosts_->netns(1));
   ASSERT_TRUE(graph_a.Start()) << "roscore did not start in " << hosts_->netns(0);
   ASSERT_TRUE(graph_b.Start()) << "roscore did not start in " << hosts_->netns(1);
-  StartRosBridge(graph_a, 0, "to-tether");
-  StartRosBridge(graph_b, 1, "to-ros");
-  auto ha = WaitForChannel(0);
-  auto hb = WaitForChannel(1);
-  ASSERT_NE(ha, nullptr);
-  ASSERT_NE(hb, nullptr);
-  StartNetBridge(0, "out");
-  StartNetBridge(1, "in");
+  std::unique_ptr<transport::ChannelHandle> ha, hb;
+  ASSERT_NO_FATAL_FAILURE(StartPathFromAToB(graph_a, graph_b, &ha, &hb));
   const uint64_t id_a = GraphOf(graph_a);
   const uint64_t id_b = GraphOf(graph_b);
   ASSERT_NE(id_a, 0u);
