@@ -6,7 +6,6 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include <array>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -344,8 +343,7 @@ void Bridge::Impl::PublishStatus() {
           .count()));
   st.setNode(link_->node());
   st.setMaster(ros::master::getURI());
-  const std::array<char, 16> graph = GraphName(graph_.load(std::memory_order_relaxed));
-  st.setGraph(capnp::Text::Reader(graph.data(), graph.size()));
+  st.setGraph(GraphName(graph_.load(std::memory_order_relaxed)));
   st.setPid(static_cast<uint32_t>(::getpid()));
   st.setMasterUp(master_up_);
   st.setMasterChanges(master_changes_);

@@ -4,7 +4,6 @@
 // (bridge_impl.h).
 #include <unistd.h>
 
-#include <array>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -98,8 +97,8 @@ void Bridge::Impl::OnRosMessage(
     h.callerid = callerid;
     h.topic = r->ros_topic;
     h.receive_time_ns = receive_ns;
-    const std::array<char, 16> graph_name = GraphName(graph);
-    h.origin_graph = absl::string_view(graph_name.data(), graph_name.size());
+    const std::string graph_name = GraphName(graph);
+    h.origin_graph = graph_name;
     h.origin_bridge = link_->node();
     const bool have_bytes = latching;
     finish = ros1msg::BuildEnvelope(r->arena.get(), loan, r->channel, h, size,

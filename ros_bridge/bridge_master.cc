@@ -4,7 +4,6 @@
 // bridges of this tether domain apart (bridge_impl.h).
 #include <unistd.h>
 
-#include <array>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -73,8 +72,7 @@ void Bridge::Impl::CheckMaster() {
   ever_up_ = true;
   const MasterIdentity old = identity_;
   identity_ = *id;
-  const std::array<char, 16> graph = GraphName(graph_.load(std::memory_order_relaxed));
-  BridgeRecord me{domain_, std::string(graph.data(), graph.size()),
+  BridgeRecord me{domain_, GraphName(graph_.load(std::memory_order_relaxed)),
                   static_cast<int>(::getpid())};
   if (absl::Status s = link_->Announce(me); !s.ok()) {
     Log(absl::StrCat("could not list this bridge under /tether/bridges: ",
@@ -120,10 +118,8 @@ void Bridge::Impl::JoinGraph() {
   joined_graph_ = true;
   const uint64_t was = graph_.exchange(id, std::memory_order_relaxed);
   if (was != id) {
-    const std::array<char, 16> name = GraphName(id);
-    Note(absl::StrCat("ROS graph id ", absl::string_view(name.data(), name.size()),
-                      " (/tether/graph", param.ok() ? "" : ", set by this bridge",
-                      ")"));
+    Note(absl::StrCat("ROS graph id ", GraphName(id), " (/tether/graph",
+                      param.ok() ? "" : ", set by this bridge", ")"));
   }
 }
 

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "ros/master.h"
 #include "ros/network.h"
@@ -118,14 +119,8 @@ uint64_t NewGraphId() {
   }
 }
 
-std::array<char, 16> GraphName(uint64_t id) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::array<char, 16> out;
-  for (int i = 15; i >= 0; --i) {
-    out[static_cast<size_t>(i)] = kHex[id & 0xf];
-    id >>= 4;
-  }
-  return out;
+std::string GraphName(uint64_t id) {
+  return absl::StrFormat("%016x", id);
 }
 
 std::optional<uint64_t> ParseGraphName(absl::string_view name) {
@@ -157,10 +152,7 @@ absl::StatusOr<uint64_t> MasterLink::GraphParam() const {
 }
 
 absl::Status MasterLink::SetGraphParam(uint64_t id) const {
-  const std::array<char, 16> name = GraphName(id);
-  return Call("setParam",
-              Args({node_, kGraphParam, std::string(name.data(), name.size())}))
-      .status();
+  return Call("setParam", Args({node_, kGraphParam, GraphName(id)})).status();
 }
 
 absl::StatusOr<MasterIdentity> MasterLink::Identity() const {

@@ -7,7 +7,6 @@
 #ifndef TETHER_ROS_BRIDGE_MASTER_LINK_H_
 #define TETHER_ROS_BRIDGE_MASTER_LINK_H_
 
-#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -109,9 +108,9 @@ class MasterLink {
 // discovery period, only at a new master's first join) each tags with its
 // own.
 uint64_t NewGraphId();
-// 16 lowercase hex digits: the parameter's value and an envelope's origin
-// graph.
-std::array<char, 16> GraphName(uint64_t id);
+// 16 lowercase hex digits: the parameter's value, an envelope's origin
+// graph, the status's graph.
+std::string GraphName(uint64_t id);
 // The inverse of GraphName; nullopt for anything else (also an older
 // bridge's "host:port", and 0).
 std::optional<uint64_t> ParseGraphName(absl::string_view name);

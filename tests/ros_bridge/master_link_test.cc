@@ -9,17 +9,12 @@
 namespace tether::ros_bridge {
 namespace {
 
-std::string Name(uint64_t id) {
-  const std::array<char, 16> n = GraphName(id);
-  return std::string(n.data(), n.size());
-}
-
 TEST(GraphIdTest, NameAndParseAreInverses) {
-  EXPECT_EQ(Name(1), "0000000000000001");
-  EXPECT_EQ(Name(0xfedcba9876543210ull), "fedcba9876543210");
+  EXPECT_EQ(GraphName(1), "0000000000000001");
+  EXPECT_EQ(GraphName(0xfedcba9876543210ull), "fedcba9876543210");
   for (const uint64_t id : {1ull, 0xaull, 0x8000000000000000ull, ~0ull,
                             0x0123456789abcdefull}) {
-    EXPECT_EQ(ParseGraphName(Name(id)), id) << Name(id);
+    EXPECT_EQ(ParseGraphName(GraphName(id)), id) << GraphName(id);
   }
 }
 
