@@ -191,13 +191,21 @@ class Bridge::Impl {
   // Asks the master who it is (never waits: MasterLink). Notes it going
   // away, coming back or being replaced (then RegisterAgain); on first
   // contact lists the bridge under /tether/bridges and advertises typed
-  // routes. Main thread.
+  // routes. A bridge that has not yet read the graph's id (JoinGraph) does
+  // nothing more: it stays "waiting" until it has. Main thread.
   void CheckMaster();
   // Reads the graph's id from the master (/tether/graph) and keeps it; sets
   // it when absent (this bridge's id from an earlier run of the master, or
   // a new one) or not an id. At every check while the master answers, so
-  // bridges that set it at once agree by the next check. Main thread.
-  void JoinGraph();
+  // bridges that set it at once agree by the next check; lists the bridge
+  // again under /tether/bridges when the id changed. True when graph_ is
+  // the master's id now; false when the master could not be read or
+  // written (said at most every 5 s), and then a bridge that never joined
+  // does not bridge yet (CheckMaster). Main thread.
+  bool JoinGraph();
+  // Lists this bridge (domain, graph id, pid) under /tether/bridges; logs
+  // a failure. Main thread.
+  void AnnounceSelf();
   // Lists this bridge's topics with a new master: publishers, subscribers
   // (keeping the publishers we already had). Failures go to the routes'
   // errors. Main thread.
@@ -272,6 +280,7 @@ class Bridge::Impl {
   uint32_t reregistrations_ = 0;
   Clock::time_point waiting_since_ = Clock::now();
   Clock::time_point last_wait_log_{};
+  Clock::time_point last_graph_log_{};
   // Publisher URIs of the topics we subscribe (for registering again).
   std::map<std::string, std::set<std::string>> publisher_uris_;
   std::map<std::string, std::string> node_uris_;

@@ -63,7 +63,9 @@ void Bridge::Impl::CheckMaster() {
     }
     return;
   }
-  JoinGraph();
+  // Until the master's /tether/graph is known nothing crosses with the
+  // provisional id: no subscription or advertisement is made before it.
+  if (!JoinGraph() && !joined_graph_) return;
   if (master_up_ && *id == identity_) return;
   const bool first = !ever_up_;
   const bool replaced = ever_up_ && !(*id == identity_);
@@ -72,12 +74,7 @@ void Bridge::Impl::CheckMaster() {
   ever_up_ = true;
   const MasterIdentity old = identity_;
   identity_ = *id;
-  BridgeRecord me{domain_, GraphName(graph_.load(std::memory_order_relaxed)),
-                  static_cast<int>(::getpid())};
-  if (absl::Status s = link_->Announce(me); !s.ok()) {
-    Log(absl::StrCat("could not list this bridge under /tether/bridges: ",
-                     s.message()));
-  }
+  AnnounceSelf();
   if (first) {
     Note(absl::StrCat("joined the ROS master at ", ros::master::getURI(),
                       " (pid ", id->pid, ")"));
@@ -98,9 +95,32 @@ void Bridge::Impl::CheckMaster() {
   }
 }
 
-void Bridge::Impl::JoinGraph() {
+void Bridge::Impl::AnnounceSelf() {
+  BridgeRecord me{domain_, GraphName(graph_.load(std::memory_order_relaxed)),
+                  static_cast<int>(::getpid())};
+  if (absl::Status s = link_->Announce(me); !s.ok()) {
+    Log(absl::StrCat("could not list this bridge under /tether/bridges: ",
+                     s.message()));
+  }
+}
+
+bool Bridge::Impl::JoinGraph() {
   absl::StatusOr<uint64_t> param = link_->GraphParam();
-  if (absl::IsUnavailable(param.status())) return;  // the next check
+  // Said at most every 5 s: a master that keeps refusing would otherwise
+  // fill the log at every discovery period.
+  auto say = [&](std::string what) {
+    if (Clock::now() - last_graph_log_ < std::chrono::seconds(5)) return;
+    last_graph_log_ = Clock::now();
+    Log(std::move(what));
+  };
+  if (absl::IsUnavailable(param.status())) {
+    say(absl::StrCat("could not read /tether/graph: ", param.status().message(),
+                     joined_graph_ ? "; keeping graph id "
+                                   : "; not bridging until it is read (graph id ",
+                     GraphName(graph_.load(std::memory_order_relaxed)),
+                     joined_graph_ ? "" : " is provisional)"));
+    return false;
+  }
   uint64_t id = 0;
   if (param.ok()) {
     id = *param;
@@ -111,16 +131,22 @@ void Bridge::Impl::JoinGraph() {
     // Ours from this master's earlier run, or a new graph's first id.
     id = joined_graph_ ? graph_.load(std::memory_order_relaxed) : NewGraphId();
     if (absl::Status s = link_->SetGraphParam(id); !s.ok()) {
-      Log(absl::StrCat("could not set /tether/graph: ", s.message()));
-      return;
+      say(absl::StrCat("could not set /tether/graph: ", s.message(),
+                       joined_graph_ ? "" : "; not bridging until it is set"));
+      return false;
     }
   }
+  const bool had = joined_graph_;
   joined_graph_ = true;
   const uint64_t was = graph_.exchange(id, std::memory_order_relaxed);
   if (was != id) {
     Note(absl::StrCat("ROS graph id ", GraphName(id), " (/tether/graph",
                       param.ok() ? "" : ", set by this bridge", ")"));
+    // The /tether/bridges record names the graph: keep it true. (The first
+    // join announces from CheckMaster.)
+    if (had && master_up_) AnnounceSelf();
   }
+  return true;
 }
 
 void Bridge::Impl::RegisterAgain() {

@@ -437,6 +437,61 @@ TEST_F(BridgeTest, TwoBridgesOfOneInstanceDoNotLoop) {
   EXPECT_EQ(b->Stop(), 0);
 }
 
+TEST_F(BridgeTest, TheGraphIdIsKeptTrueAndAChangeIsFollowed) {
+  auto bridge = StartBridge({"--pair", "/in=/ros/in,dir=to-tether"});
+  auto hin = WaitForChannel("/ros/in");
+  ASSERT_NE(hin, nullptr);
+  auto sub = transport::RawSubscriber::Create(hin.get());
+  ASSERT_TRUE(sub.ok());
+  const std::string id = graph_.Param("/tether/graph");
+  ASSERT_TRUE(ParseGraphName(id).has_value()) << "/tether/graph: " << id;
+  auto set_param = [&](const std::string& value) {
+    int code = -1;
+    const std::string out = graph_.RunTool(
+        {"rosparam", "set", "/tether/graph", value}, testing::kToolTimeout, &code);
+    return code == 0 ? std::string() : out;
+  };
+
+  // Not an id: the bridge sets its own again.
+  ASSERT_EQ(set_param("not-an-id"), "");
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return graph_.Param("/tether/graph") == id; }, 20s))
+      << bridge->Output();
+  EXPECT_NE(bridge->Output().find("setting it again"), std::string::npos)
+      << bridge->Output();
+
+  // Another id (as when two bridges set it at once): followed, and the
+  // bridge's /tether/bridges record names it, not the old one.
+  const std::string other =
+      id == "abcdef0123456789" ? "abcdef012345678a" : "abcdef0123456789";
+  ASSERT_EQ(set_param(other), "");
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return bridge->Output().find("ROS graph id " + other) != std::string::npos;
+      },
+      20s))
+      << bridge->Output();
+  std::string listed;
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        listed = graph_.Param("/tether/bridges");
+        return listed.find(other) != std::string::npos;
+      },
+      20s))
+      << listed;
+  EXPECT_EQ(listed.find(id), std::string::npos) << listed;
+
+  // What it takes in from ROS now is tagged with the new id.
+  auto talker = Peer({"pub", "/in", kBlobType, kBlobMd5,
+                      WriteDefinition(kBlobDefinition), Hex(BlobBytes()), "10", "0"});
+  ros1msg::EnvelopeView v;
+  std::vector<uint64_t> storage;
+  ASSERT_TRUE(NextEnvelope(**sub, &v, &storage)) << bridge->Output();
+  EXPECT_EQ(v.header.origin_graph, other);
+  talker->Stop();
+  EXPECT_EQ(bridge->Stop(), 0);
+}
+
 TEST_F(BridgeTest, MasterRestartIsSurvivedAndStatedInTheStatus) {
   auto bridge = StartBridge({"--pair", "/in=/ros/in,dir=to-tether", "--pair",
                              "/out=/ros/out,dir=to-ros"});
