@@ -122,7 +122,9 @@ inline void CpuRelax() { __builtin_ia32_pause(); }
 enum class Sleep { kFutex, kSpin, kUring };
 
 // --variant=futex_pages:N: N private pages, 2 MiB apart, each read once
-// per Touch(). Made after the fork (each process has its own).
+// per Touch(). The mapping is 2 MiB aligned, so each page has a page-table
+// page of its own (a walk per page, none shared). Made after the fork
+// (each process has its own).
 class PageToucher {
  public:
   static constexpr size_t kStride = size_t{2} << 20;
@@ -130,20 +132,20 @@ class PageToucher {
 
   explicit PageToucher(int pages) : pages_(pages) {
     if (pages_ == 0) return;
-    base_ = static_cast<char*>(::mmap(nullptr, pages_ * kStride,
-                                      PROT_READ | PROT_WRITE,
-                                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                                      -1, 0));
-    if (base_ == MAP_FAILED) {
-      base_ = nullptr;
+    map_len_ = (pages_ + 1) * kStride;  // room to align
+    void* map = ::mmap(nullptr, map_len_, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (map == MAP_FAILED) {
       pages_ = 0;
       return;
     }
-    (void)::madvise(base_, pages_ * kStride, MADV_NOHUGEPAGE);
+    map_ = static_cast<char*>(map);
+    (void)::madvise(map_, map_len_, MADV_NOHUGEPAGE);
+    base_ = map_ + (kStride - reinterpret_cast<uintptr_t>(map_) % kStride) % kStride;
     for (int i = 0; i < pages_; ++i) base_[At(i)] = 1;  // fault in
   }
   ~PageToucher() {
-    if (base_ != nullptr) ::munmap(base_, pages_ * kStride);
+    if (map_ != nullptr) ::munmap(map_, map_len_);
   }
   PageToucher(const PageToucher&) = delete;
   PageToucher& operator=(const PageToucher&) = delete;
@@ -164,7 +166,9 @@ class PageToucher {
   static size_t At(int i) { return i * kStride + (static_cast<size_t>(i) * 64) % 4096; }
 
   int pages_;
-  char* base_ = nullptr;
+  char* map_ = nullptr;
+  size_t map_len_ = 0;
+  char* base_ = nullptr;  // map_ rounded up to kStride
 };
 
 // A receiver's io_uring ring for Sleep::kUring (one per process, made after

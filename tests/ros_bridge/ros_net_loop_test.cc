@@ -237,6 +237,9 @@ TEST_F(RosNetLoopTest, ATypedRosMessageCarriedToAnotherInstanceIsNotPublishedBac
   int after = 0;
   while ((*sub)->Next(&m) == transport::ReceiveStatus::kOk) {
     ++after;
+    // A late one is still the ROS node's, tagged with a's graph.
+    EXPECT_EQ(m.root.getLinear().getX(), 0.5);
+    EXPECT_EQ(m.context.origin, origin);
     (*sub)->Release();
   }
   const std::string out = listener->Output();
