@@ -10,6 +10,8 @@
 #include <ratio>
 #include <type_traits>
 
+#include "util/hot_path.h"
+
 namespace tether::loop {
 
 // A span of time, nanoseconds.
@@ -48,7 +50,7 @@ class Clock {
 // CLOCK_MONOTONIC. Stateless: any thread.
 class RealClock final : public Clock {
  public:
-  MonotonicTime Now() const override { return MonotonicNow(); }
+  TETHER_HOT_PATH MonotonicTime Now() const override { return MonotonicNow(); }
 };
 
 // A clock that moves only when told to: the simulated loop sets it to each

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "loop/check.h"
+#include "util/hot_path.h"
 
 namespace tether::loop {
 namespace {
@@ -152,7 +153,7 @@ RunStats Dispatcher::phased_loop_stats(PhasedLoopId loop) const {
   return e.stats;
 }
 
-std::optional<MonotonicTime> Dispatcher::NextDeadline() const {
+TETHER_HOT_PATH std::optional<MonotonicTime> Dispatcher::NextDeadline() const {
   if (heap_.empty()) return std::nullopt;
   return events_[heap_.front()].when;
 }

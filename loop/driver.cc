@@ -4,6 +4,7 @@
 
 #include "loop/check.h"
 #include "loop/event_loop.h"
+#include "util/hot_path.h"
 
 namespace tether::loop {
 namespace {
@@ -103,7 +104,7 @@ void Driver::StartNewLoops() {
   }
 }
 
-Driver::RunEnd Driver::Run() {
+TETHER_HOT_PATH Driver::RunEnd Driver::Run() {
   StartNewLoops();
   for (;;) {
     if (exit_.load(std::memory_order_acquire)) return RunEnd::kExit;
@@ -134,7 +135,7 @@ Driver::RunEnd Driver::Run() {
   }
 }
 
-void Driver::RunDueEvents() {
+TETHER_HOT_PATH void Driver::RunDueEvents() {
   for (std::optional<MonotonicTime> next = dispatcher_->NextDeadline();
        next.has_value() && *next <= clock_->Now() &&
        !exit_.load(std::memory_order_relaxed);
@@ -160,7 +161,7 @@ bool Driver::Refill(internal::Watcher& w) {
   return false;
 }
 
-void Driver::CheckOverwrittenWhileRead(internal::Watcher& w) {
+TETHER_HOT_PATH void Driver::CheckOverwrittenWhileRead(internal::Watcher& w) {
   const uint64_t now = w.subscriber->overwritten_while_read();
   if (now == w.stats_.overwritten_while_read) return;
   const bool first = w.stats_.overwritten_while_read == 0;
@@ -202,7 +203,7 @@ bool Driver::FirstReport(const transport::ChannelHandle* channel) {
   return true;
 }
 
-void Driver::ReportCorruptChannels() {
+TETHER_HOT_PATH void Driver::ReportCorruptChannels() {
   // Every iteration: one atomic load unless a corruption was found since.
   const uint64_t events = transport::ChannelHandle::CorruptionEvents();
   if (events == corruption_events_scanned_) return;
@@ -227,7 +228,7 @@ void Driver::ReportCorruptChannels() {
   }
 }
 
-int Driver::DeliverArrived() {
+TETHER_HOT_PATH int Driver::DeliverArrived() {
   int delivered = 0;
   // Bounded: messages that keep arriving while we deliver wait for the next
   // iteration, after the timers that came due meanwhile.
@@ -250,13 +251,13 @@ int Driver::DeliverArrived() {
   return delivered;
 }
 
-void Driver::BeginSleep() {
+TETHER_HOT_PATH void Driver::BeginSleep() {
   for (internal::Watcher* w : watchers_) {
     if (!w->stats_.corrupt) w->wake->BeginSleep();
   }
 }
 
-bool Driver::HasPendingWork() {
+TETHER_HOT_PATH bool Driver::HasPendingWork() {
   if (exit_.load(std::memory_order_relaxed) || StopRequested()) return true;
   for (internal::Watcher* w : watchers_) {
     if (w->stats_.corrupt) continue;
@@ -265,7 +266,7 @@ bool Driver::HasPendingWork() {
   return false;
 }
 
-void Driver::EndSleep() {
+TETHER_HOT_PATH void Driver::EndSleep() {
   for (internal::Watcher* w : watchers_) {
     if (!w->stats_.corrupt) w->wake->EndSleep();
   }

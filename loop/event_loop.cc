@@ -11,6 +11,7 @@
 #include "loop/check.h"
 #include "loop/driver.h"
 #include "loop/realtime.h"
+#include "util/hot_path.h"
 
 namespace tether::loop {
 namespace {
@@ -183,7 +184,7 @@ absl::Status EventLoop::OnReaders(const std::string& channel, int readers,
   return absl::OkStatus();
 }
 
-void EventLoop::RunWatcherCallback(internal::Watcher& w) {
+TETHER_HOT_PATH void EventLoop::RunWatcherCallback(internal::Watcher& w) {
   const MessageContext& c = w.pending.context;
   ++w.stats_.received;
   w.stats_.missed += c.missed;
@@ -210,7 +211,7 @@ void EventLoop::Start() {
   on_run_.clear();
 }
 
-void EventLoop::StampSend(transport::SendTimes* times) {
+TETHER_HOT_PATH void EventLoop::StampSend(transport::SendTimes* times) {
   times->monotonic_ns = ToMonotonicNs(clock_->Now());
   times->realtime_ns = static_cast<uint64_t>(realtime_now_ns());
 }

@@ -29,6 +29,7 @@
 #include "transport/framing.h"
 #include "transport/raw_endpoints.h"
 #include "transport/typed_endpoints.h"
+#include "util/hot_path.h"
 
 namespace tether::loop {
 
@@ -197,7 +198,8 @@ class EventLoop : protected transport::EndpointHooks {
     transport::ChannelHandle* channel_handle = *c;
     return AddWatcher(*c, [this, channel_handle, fn = std::move(fn),
                            why = std::string()](const RawMessage& m,
-                                                WatcherStats& stats) mutable {
+                                                WatcherStats& stats) mutable
+                               TETHER_HOT_LAMBDA {
       // Checked in the callback's scope: only the check's failure path may
       // allocate (framing.h, "Failure path"). `fn` runs in ReadChecked's
       // failure-path scope: a pointer of the wrong kind for its field
@@ -301,7 +303,7 @@ class EventLoop : protected transport::EndpointHooks {
 
   // transport::EndpointHooks: stamp from this loop's clock.
   void StampSend(transport::SendTimes* times) override;
-  int64_t MonotonicNowNs() override {
+  TETHER_HOT_PATH int64_t MonotonicNowNs() override {
     return static_cast<int64_t>(ToMonotonicNs(clock_->Now()));
   }
   // One line on stderr for the first malformed message of each channel

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "loop/check.h"
+#include "util/hot_path.h"
 
 #ifndef SYS_futex_waitv
 #define SYS_futex_waitv 449
@@ -97,7 +98,7 @@ void FutexWaitvPort::Unwatch(uint64_t cookie) {
   FreeSlot(SlotOf(cookie));
 }
 
-bool FutexWaitvPort::Block(std::optional<MonotonicTime> deadline) {
+TETHER_HOT_PATH bool FutexWaitvPort::Block(std::optional<MonotonicTime> deadline) {
   unsigned n = 0;
   for (size_t i = 0; i < live_end(); ++i) {
     const internal::WatchSlot& s = slots_[i];
@@ -139,7 +140,7 @@ bool FutexWaitvPort::Block(std::optional<MonotonicTime> deadline) {
   return !(rc < 0 && err == ETIMEDOUT);
 }
 
-WaitResult FutexWaitvPort::Wait(std::optional<MonotonicTime> deadline,
+TETHER_HOT_PATH WaitResult FutexWaitvPort::Wait(std::optional<MonotonicTime> deadline,
                                 SleepHooks& hooks,
                                 absl::FunctionRef<void(uint64_t)> on_ready) {
   CheckThread(/*bind=*/true);

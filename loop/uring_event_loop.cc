@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "loop/make_wake_port.h"
+#include "util/hot_path.h"
 
 namespace tether::loop {
 
@@ -35,7 +36,7 @@ absl::StatusOr<std::unique_ptr<UringEventLoop>> UringEventLoop::Create(
 
 UringEventLoop::~UringEventLoop() { Detach(/*port_survives=*/false); }
 
-int64_t UringEventLoop::realtime_now_ns() const { return RealtimeNowNs(); }
+TETHER_HOT_PATH int64_t UringEventLoop::realtime_now_ns() const { return RealtimeNowNs(); }
 
 void UringEventLoop::Exit() { loop_driver.Exit(); }
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "loop/check.h"
 #include "loop/uring_futex.h"
+#include "util/hot_path.h"
 
 namespace tether::loop {
 namespace {
@@ -179,13 +180,13 @@ void UringFutexPort::Bind() {
   ring_fd_registered_ = io_uring_register_ring_fd(&ring_) == 1;
 }
 
-io_uring_sqe* UringFutexPort::Sqe() {
+TETHER_HOT_PATH io_uring_sqe* UringFutexPort::Sqe() {
   io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
   TETHER_LOOP_CHECK(sqe != nullptr, "the loop's submission queue is full");
   return sqe;
 }
 
-void UringFutexPort::ArmAll() {
+TETHER_HOT_PATH void UringFutexPort::ArmAll() {
   for (size_t i = 0; i < live_end(); ++i) {
     internal::WatchSlot& s = slots_[i];
     if (s.armed) continue;
@@ -211,7 +212,7 @@ void UringFutexPort::ArmAll() {
   }
 }
 
-bool UringFutexPort::Block(std::optional<MonotonicTime> deadline) {
+TETHER_HOT_PATH bool UringFutexPort::Block(std::optional<MonotonicTime> deadline) {
   if (hard_) return BlockHard(deadline);
   if (!deadline.has_value()) {
     const int rc = io_uring_submit_and_wait(&ring_, 1);
@@ -268,7 +269,7 @@ bool UringFutexPort::BlockHard(std::optional<MonotonicTime> deadline) {
   return n != 0 || io_uring_cq_ready(&ring_) != 0;
 }
 
-void UringFutexPort::Reap() {
+TETHER_HOT_PATH void UringFutexPort::Reap() {
   unsigned head;
   unsigned seen = 0;
   io_uring_cqe* cqe;
@@ -312,7 +313,7 @@ void UringFutexPort::Reap() {
   io_uring_cq_advance(&ring_, seen);
 }
 
-WaitResult UringFutexPort::Wait(std::optional<MonotonicTime> deadline,
+TETHER_HOT_PATH WaitResult UringFutexPort::Wait(std::optional<MonotonicTime> deadline,
                                 SleepHooks& hooks,
                                 absl::FunctionRef<void(uint64_t)> on_ready) {
   if (!bound()) Bind();

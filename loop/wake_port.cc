@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "loop/check.h"
+#include "util/hot_path.h"
 
 namespace tether::loop::internal {
 namespace {
@@ -35,7 +36,7 @@ PortBase::PortBase(const WakePortOptions& options, std::string description)
   ready_.reserve(slots_.size());
 }
 
-bool PortBase::SleepProtocol(SleepHooks& hooks, WaitResult* result,
+TETHER_HOT_PATH bool PortBase::SleepProtocol(SleepHooks& hooks, WaitResult* result,
                              absl::FunctionRef<void()> block) {
   bool blocked = false;
   hooks.BeginSleep();
@@ -52,7 +53,7 @@ bool PortBase::SleepProtocol(SleepHooks& hooks, WaitResult* result,
   return blocked;
 }
 
-void PortBase::ReportReady(std::optional<MonotonicTime> deadline,
+TETHER_HOT_PATH void PortBase::ReportReady(std::optional<MonotonicTime> deadline,
                            absl::FunctionRef<void(uint64_t)> on_ready,
                            WaitResult* result) {
   for (const Ready& r : ready_) {
@@ -74,7 +75,7 @@ void PortBase::Wake() {
   if (wake_.Request()) SignalLoop();
 }
 
-void PortBase::CheckThread(bool bind) {
+TETHER_HOT_PATH void PortBase::CheckThread(bool bind) {
   const pid_t tid = CurrentTid();
   if (owner_tid_ == 0) {
     if (bind) owner_tid_ = tid;
@@ -140,7 +141,7 @@ void PortBase::FreeSlot(int index) {
   }
 }
 
-bool PortBase::Spin(absl::FunctionRef<void(uint64_t)> on_ready,
+TETHER_HOT_PATH bool PortBase::Spin(absl::FunctionRef<void(uint64_t)> on_ready,
                     WaitResult* result) {
   if (options_.spin <= Duration::zero()) return false;
   const MonotonicTime end = MonotonicNow() + options_.spin;

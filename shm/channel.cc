@@ -27,6 +27,7 @@
 #include "shm/layout.h"
 #include "shm/channel_files.h"
 #include "shm/mapping_guard.h"
+#include "util/hot_path.h"
 
 namespace tether::shm {
 namespace {
@@ -473,7 +474,7 @@ Channel::~Channel() {
   if (fd_ >= 0) ::close(fd_);  // drops the shared lock
 }
 
-internal::PublisherEntry* Channel::publisher_entry(uint32_t i) const {
+TETHER_HOT_PATH internal::PublisherEntry* Channel::publisher_entry(uint32_t i) const {
   return reinterpret_cast<PublisherEntry*>(base_ + publishers_offset_ +
                                            uint64_t{i} * sizeof(PublisherEntry));
 }

@@ -7,6 +7,7 @@
 #include "shm/file_access.h"
 #include "shm/futex.h"
 #include "shm/layout.h"
+#include "util/hot_path.h"
 
 namespace tether::shm {
 namespace {
@@ -99,7 +100,7 @@ Publisher::~Publisher() {
                                                  std::memory_order_release);
 }
 
-std::span<std::byte> Publisher::Loan() {
+TETHER_HOT_PATH std::span<std::byte> Publisher::Loan() {
   if (loan_ < 0) {
     loan_ = channel_->ClaimFreeSlot(index_, &hint_, /*sweep=*/false);
     if (loan_ < 0) return {};
@@ -107,7 +108,7 @@ std::span<std::byte> Publisher::Loan() {
   return {channel_->payload(loan_), channel_->params().slot_size};
 }
 
-void Publisher::TakeNextLoan(uint64_t evicted, uint64_t evicted_index) {
+TETHER_HOT_PATH void Publisher::TakeNextLoan(uint64_t evicted, uint64_t evicted_index) {
   SlotHeader* sh = channel_->slot_header(evicted);
   const bool initial = evicted_index >= internal::kMaxQueueIndex;
   for (int tries = 0; tries < 2; ++tries) {
@@ -146,7 +147,7 @@ SendResult Publisher::Fail(SendStatus status) {
   return {status};
 }
 
-SendResult Publisher::Send(size_t size, const SendTimes* times,
+TETHER_HOT_PATH SendResult Publisher::Send(size_t size, const SendTimes* times,
                            size_t offset) {
   SendResult r = SendImpl(size, times, offset);
   // A SIGBUS during the send (the file shrank) was absorbed by the mapping
@@ -157,7 +158,7 @@ SendResult Publisher::Send(size_t size, const SendTimes* times,
   return r;
 }
 
-SendResult Publisher::SendImpl(size_t size, const SendTimes* times,
+TETHER_HOT_PATH SendResult Publisher::SendImpl(size_t size, const SendTimes* times,
                                size_t offset) {
   if (channel_->corrupt()) return Fail(SendStatus::kCorrupt);
   if (loan_ < 0 && Loan().empty()) {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "shm/layout.h"
+#include "util/hot_path.h"
 
 namespace tether::shm {
 
@@ -78,7 +79,7 @@ Reader::~Reader() {
   }
 }
 
-void Reader::Release() {
+TETHER_HOT_PATH void Reader::Release() {
   if (pinned_slot_ < 0) return;
   // Our pin kept the slot from reuse unless someone cleared our bit (a
   // process with write access to the reader-state file): then what the
@@ -115,7 +116,7 @@ void Reader::Release() {
   pinned_slot_ = -1;
 }
 
-Reader::Take Reader::TryTake(uint64_t slot, uint64_t q, MessageView* view) {
+TETHER_HOT_PATH Reader::Take Reader::TryTake(uint64_t slot, uint64_t q, MessageView* view) {
   const QueueParams& p = channel_->params();
   if (slot >= p.pool_size()) {
     channel_->ReportCorruption(
@@ -198,7 +199,7 @@ bool Reader::SkipLost(uint64_t r, uint64_t* missed) {
   return true;
 }
 
-ReadStatus Reader::Next(MessageView* view) {
+TETHER_HOT_PATH ReadStatus Reader::Next(MessageView* view) {
   return Checked(NextImpl(view));
 }
 
@@ -216,7 +217,7 @@ ReadStatus Reader::Checked(ReadStatus status) {
   return status;
 }
 
-bool Reader::HeaderOverwritten(uint64_t tail) const {
+TETHER_HOT_PATH bool Reader::HeaderOverwritten(uint64_t tail) const {
   // Shared-memory check of the channel header, for the paths that found
   // nothing new: a header overwritten under a live channel (`dd
   // if=/dev/zero` over it) stops its publishers, which report it, but
@@ -296,7 +297,7 @@ ReadStatus Reader::ReportHeaderOverwritten(uint64_t tail) {
   return ReadStatus::kCorrupt;
 }
 
-ReadStatus Reader::NextImpl(MessageView* view) {
+TETHER_HOT_PATH ReadStatus Reader::NextImpl(MessageView* view) {
   Release();
   if (channel_->corrupt()) return ReadStatus::kCorrupt;
   const uint64_t depth = channel_->params().queue_depth;
@@ -346,7 +347,7 @@ ReadStatus Reader::NextImpl(MessageView* view) {
   return ReadStatus::kCorrupt;
 }
 
-bool Reader::HasNext() const {
+TETHER_HOT_PATH bool Reader::HasNext() const {
   if (channel_->corrupt()) return true;  // so that a waiter looks and sees it
   const uint64_t depth = channel_->params().queue_depth;
   const uint64_t e = channel_->ring_entry(next_)->load(std::memory_order_acquire);

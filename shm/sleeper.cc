@@ -4,6 +4,7 @@
 
 #include "shm/channel.h"
 #include "shm/layout.h"
+#include "util/hot_path.h"
 
 namespace tether::shm {
 
@@ -55,7 +56,7 @@ void Sleeper::Release() {
   channel_ = nullptr;
 }
 
-void Sleeper::BeginSleep() {
+TETHER_HOT_PATH void Sleeper::BeginSleep() {
   if (index_ == kGuest) return;
   internal::ReaderStateHeader* h = channel_->state_header_;
   asleep_ = true;
@@ -66,7 +67,7 @@ void Sleeper::BeginSleep() {
   }
 }
 
-void Sleeper::EndSleep() {
+TETHER_HOT_PATH void Sleeper::EndSleep() {
   if (index_ == kGuest) return;
   internal::ReaderStateHeader* h = channel_->state_header_;
   asleep_ = false;

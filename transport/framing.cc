@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "transport/wire_bounds.h"
 #include "util/failure_path.h"
+#include "util/hot_path.h"
 
 namespace tether::transport {
 namespace {
@@ -42,7 +43,7 @@ void StoreU32(void* p, size_t index, uint32_t v) {
 }
 
 // Aborts unless `slot` can hold framed messages (misuse).
-size_t CheckSlot(std::span<const std::byte> slot) {
+TETHER_HOT_PATH size_t CheckSlot(std::span<const std::byte> slot) {
   const auto address = reinterpret_cast<uintptr_t>(slot.data());
   if (address % 8 != 0) Die("slot is not 8-byte aligned; address", address);
   if (slot.size() % 8 != 0)
@@ -68,7 +69,7 @@ struct Framing {
 };
 
 // Parses the segment table. Never reads outside `bytes`.
-Framing CheckFraming(std::span<const std::byte> bytes, bool need_alignment) {
+TETHER_HOT_PATH Framing CheckFraming(std::span<const std::byte> bytes, bool need_alignment) {
   Framing f;
   if (need_alignment && reinterpret_cast<uintptr_t>(bytes.data()) % 8 != 0) {
     f.status = FramingStatus::kMisaligned;
@@ -190,7 +191,7 @@ BuildArena::~BuildArena() {
   if (base_ != nullptr) munmap(base_, mapped_bytes_);
 }
 
-SlotMessageBuilder::SlotMessageBuilder(BuildArena* arena,
+TETHER_HOT_PATH SlotMessageBuilder::SlotMessageBuilder(BuildArena* arena,
                                        std::span<std::byte> slot,
                                        std::string_view channel)
     : arena_(arena),
@@ -203,14 +204,14 @@ SlotMessageBuilder::SlotMessageBuilder(BuildArena* arena,
   }
 }
 
-SlotMessageBuilder::~SlotMessageBuilder() noexcept(false) {
+TETHER_HOT_PATH SlotMessageBuilder::~SlotMessageBuilder() noexcept(false) {
   // Cap'n Proto's arena, destroyed after this, does not read its segments.
   for (int i = 0; i < spill_count_; ++i) {
     munmap(spills_[i].address, spills_[i].bytes);
   }
 }
 
-kj::ArrayPtr<capnp::word> SlotMessageBuilder::allocateSegment(
+TETHER_HOT_PATH kj::ArrayPtr<capnp::word> SlotMessageBuilder::allocateSegment(
     capnp::uint minimum_size) {
   // Segment 0 may use the whole slot but its table word.
   const size_t segment_words = slot_words_ - 1;
@@ -256,7 +257,7 @@ SlotMessageBuilder::BlobField SlotMessageBuilder::ResolveBlobField(
   return {proto.getSlot().getOffset(), true};
 }
 
-std::span<std::byte> SlotMessageBuilder::InitBlob(capnp::AnyStruct::Builder s,
+TETHER_HOT_PATH std::span<std::byte> SlotMessageBuilder::InitBlob(capnp::AnyStruct::Builder s,
                                                   BlobField field, size_t size,
                                                   BlobFill fill) {
   if (!field.valid || blob_count_ == kMaxBlobs ||
@@ -303,7 +304,7 @@ std::span<std::byte> SlotMessageBuilder::InitBlob(capnp::AnyStruct::Builder s,
   return {bytes, size};
 }
 
-FinishResult SlotMessageBuilder::Finish() {
+TETHER_HOT_PATH FinishResult SlotMessageBuilder::Finish() {
   if (!arena_handed_out_) {
     // No root yet: allocate the (null) root pointer.
     (void)getRoot<capnp::AnyPointer>();
@@ -376,7 +377,7 @@ FinishResult CopyMessageIntoSlot(std::span<const std::byte> framed,
 
 // ---------------------------------------------------------------------------
 
-SlotMessageReader::SlotMessageReader(std::span<const std::byte> bytes,
+TETHER_HOT_PATH SlotMessageReader::SlotMessageReader(std::span<const std::byte> bytes,
                                      const ReadOptions& options)
     : capnp::MessageReader(MakeReaderOptions(bytes, options)) {
   const Framing framing = CheckFraming(bytes, /*need_alignment=*/true);
@@ -390,9 +391,9 @@ SlotMessageReader::SlotMessageReader(std::span<const std::byte> bytes,
   }
 }
 
-SlotMessageReader::~SlotMessageReader() noexcept(false) = default;
+TETHER_HOT_PATH SlotMessageReader::~SlotMessageReader() noexcept(false) = default;
 
-kj::ArrayPtr<const capnp::word> SlotMessageReader::getSegment(capnp::uint id) {
+TETHER_HOT_PATH kj::ArrayPtr<const capnp::word> SlotMessageReader::getSegment(capnp::uint id) {
   if (id < segment_count_) {
     return kj::arrayPtr(segments_[id].begin, segments_[id].words);
   }
@@ -405,7 +406,7 @@ void Describe(const kj::Exception& e, std::string* why) {
   if (why != nullptr) *why = e.getDescription().cStr();
 }
 
-FramingStatus CheckWholeMessage(SlotMessageReader& reader, std::string* why,
+TETHER_HOT_PATH FramingStatus CheckWholeMessage(SlotMessageReader& reader, std::string* why,
                                 capnp::AnyPointer::Reader* root) {
   // Only a failure may allocate (the exception, `why`); the scope ends
   // after the exception is freed.

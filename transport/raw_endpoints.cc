@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "shm/clock.h"
 #include "transport/framing.h"
+#include "util/hot_path.h"
 
 namespace tether::transport {
 
@@ -48,7 +49,7 @@ absl::StatusOr<std::unique_ptr<RawPublisher>> RawPublisher::Create(
       new RawPublisher(channel, std::move(*p), hooks));
 }
 
-PublishResult RawPublisher::Send(size_t size, const SendTimes* times,
+TETHER_HOT_PATH PublishResult RawPublisher::Send(size_t size, const SendTimes* times,
                                  size_t offset) {
   // Failures past this line are counted by shm::Publisher::Send.
   if (size > channel_->max_size()) {
@@ -196,7 +197,7 @@ ReceiveStatus RawSubscriber::Fill(shm::ReadStatus status,
   return ReceiveStatus::kOk;
 }
 
-ReceiveStatus RawSubscriber::Next(RawMessage* message) {
+TETHER_HOT_PATH ReceiveStatus RawSubscriber::Next(RawMessage* message) {
   // Copy mode: a message overwritten while copied is lost (counted, as
   // any overwrite); the next one is tried. Bounded: each retry is a
   // newer message, and the queue holds queue_depth of them.

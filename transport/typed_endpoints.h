@@ -28,6 +28,7 @@
 #include "transport/channel_handle.h"
 #include "transport/framing.h"
 #include "transport/raw_endpoints.h"
+#include "util/hot_path.h"
 
 namespace tether::transport {
 
@@ -171,7 +172,7 @@ class Publisher {
   // counts nothing more). RT-safe: no allocation, no lock (one relaxed
   // atomic add when it fails); zeroes the words the previous message used.
   // Aborts if a loan is already out (misuse: build one message at a time).
-  Loan<T> MakeLoan() {
+  TETHER_HOT_PATH Loan<T> MakeLoan() {
     if (builder_.has_value()) {
       std::fprintf(stderr, "tether: Publisher<T>::MakeLoan on %s while a loan "
                    "is out: send or drop it first\n",
@@ -197,7 +198,8 @@ class Publisher {
   // foreign loan's here, the commit's by RawPublisher::Send(). RT-safe for
   // messages that fit (counting is one relaxed atomic add; an overflowing
   // build is an error path that allocated while it was built, framing.h).
-  PublishResult Send(Loan<T>&& loan, const SendTimes* times = nullptr) {
+  TETHER_HOT_PATH PublishResult Send(Loan<T>&& loan,
+                                     const SendTimes* times = nullptr) {
     if (loan.publisher_ == nullptr) return {PublishStatus::kNoLoan};
     if (loan.publisher_ != this || !builder_.has_value()) {
       return raw_->CountFailure(PublishStatus::kNoLoan);

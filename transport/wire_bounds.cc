@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "util/hot_path.h"
+
 namespace tether::transport::internal {
 namespace {
 
@@ -57,7 +59,7 @@ class Walk {
   }
 
  private:
-  bool List(int64_t target, uint64_t p, int depth_left) {
+  TETHER_HOT_PATH bool List(int64_t target, uint64_t p, int depth_left) {
     const uint64_t size = (p >> 32) & 7;
     const int64_t count = static_cast<int64_t>(p >> 35);
     switch (size) {
@@ -115,7 +117,7 @@ class Walk {
 
 }  // namespace
 
-bool OneSegmentInBounds(std::span<const uint64_t> segment, int nesting_limit) {
+TETHER_HOT_PATH bool OneSegmentInBounds(std::span<const uint64_t> segment, int nesting_limit) {
   if (segment.empty()) return false;
   // Cap'n Proto's read limiter is then charged at most the segment's words
   // plus one by getRoot and targetSize (the objects charged here, the root

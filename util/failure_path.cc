@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "util/hot_path.h"
+
 namespace tether::util {
 namespace {
 
@@ -14,12 +16,12 @@ std::atomic<internal::SuccessPathAllocationHandler> g_handler{nullptr};
 
 }  // namespace
 
-FailurePathAllocationScope::FailurePathAllocationScope()
+TETHER_HOT_PATH FailurePathAllocationScope::FailurePathAllocationScope()
     : noted_at_start_(t_noted) {
   ++t_depth;
 }
 
-FailurePathAllocationScope::~FailurePathAllocationScope() {
+TETHER_HOT_PATH FailurePathAllocationScope::~FailurePathAllocationScope() {
   --t_depth;
   if (failed_) {
     t_noted = noted_at_start_;
