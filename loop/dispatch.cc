@@ -158,7 +158,7 @@ TETHER_HOT_PATH std::optional<MonotonicTime> Dispatcher::NextDeadline() const {
   return events_[heap_.front()].when;
 }
 
-int Dispatcher::RunDue(MonotonicTime now) {
+TETHER_HOT_PATH int Dispatcher::RunDue(MonotonicTime now) {
   // Tickets taken from here on belong to the next call.
   const uint64_t first_later_ticket = next_ticket_;
   int ran = 0;

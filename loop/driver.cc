@@ -208,6 +208,10 @@ TETHER_HOT_PATH void Driver::ReportCorruptChannels() {
   const uint64_t events = transport::ChannelHandle::CorruptionEvents();
   if (events == corruption_events_scanned_) return;
   corruption_events_scanned_ = events;
+  ReportNewCorruption();
+}
+
+[[gnu::cold]] void Driver::ReportNewCorruption() {
   for (EventLoop* loop : loops_) {
     if (loop->channels() == nullptr) continue;
     for (const auto& [name, channel] : loop->channels()->channels()) {

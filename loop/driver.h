@@ -130,6 +130,8 @@ class Driver final : private SleepHooks {
   // RT-safe: one atomic load (ChannelHandle::CorruptionEvents()); the scan
   // of the loops' channels and the line only after a corruption event.
   void ReportCorruptChannels();
+  // Its scan of the loops' channels, once the count moved (cold).
+  void ReportNewCorruption();
   // Marks `channel` reported; false if it was already.
   bool FirstReport(const transport::ChannelHandle* channel);
 

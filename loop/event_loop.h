@@ -196,33 +196,11 @@ class EventLoop : protected transport::EndpointHooks {
     if (!c.ok()) return c.status();
     if (absl::Status s = transport::CheckChannelType<T>(**c); !s.ok()) return s;
     transport::ChannelHandle* channel_handle = *c;
-    return AddWatcher(*c, [this, channel_handle, fn = std::move(fn),
-                           why = std::string()](const RawMessage& m,
-                                                WatcherStats& stats) mutable
-                               TETHER_HOT_LAMBDA {
-      // Checked in the callback's scope: only the check's failure path may
-      // allocate (framing.h, "Failure path"). `fn` runs in ReadChecked's
-      // failure-path scope: a pointer of the wrong kind for its field
-      // passes the bounds check and throws when `fn` reads it, and that
-      // exception allocates.
-      std::optional<transport::SlotMessageReader> reader;
-      reader.emplace(m.bytes);
-      const transport::RootResult<T> checked =
-          transport::CheckedRoot<T>(*reader, &why);
-      const auto malformed = [&] {
-        ++stats.malformed;
-        transport::DiscardAfterFailure(reader);
-        MessageMalformed(*channel_handle, m.context, why);
-      };
-      if (!checked.ok()) {
-        malformed();
-        return;
-      }
-      (void)transport::ReadChecked(
-          checked.root,
-          [&fn, &m](typename T::Reader root) { fn(root, m.context); }, &why,
-          malformed);
-    });
+    return AddWatcher(
+        *c, [this, typed = TypedWatch<T>{channel_handle, std::move(fn), {}}](
+                const RawMessage& m, WatcherStats& stats) mutable {
+          DeliverTyped<T>(typed, m, stats);
+        });
   }
   // Counters of the i-th watcher made on this loop (zeros for an unknown
   // index); the handle MakeWatcher() returned says the same. Loop thread;
@@ -336,6 +314,44 @@ class EventLoop : protected transport::EndpointHooks {
   // the callbacks are.
   void Start();
   void RunWatcherCallback(internal::Watcher& w);
+
+  // A typed watcher's state and its per-message work (MakeWatcher). Not
+  // inlined into the type-erased callback that calls it, so that its code
+  // stays with the rest of the hot path (util/hot_path.h). RT-safe for a
+  // well-formed message as `fn` is.
+  template <typename T>
+  struct TypedWatch {
+    transport::ChannelHandle* channel;
+    absl::AnyInvocable<void(typename T::Reader, const MessageContext&)> fn;
+    std::string why;
+  };
+  template <typename T>
+  [[gnu::noinline]] TETHER_HOT_PATH void DeliverTyped(TypedWatch<T>& w,
+                                                      const RawMessage& m,
+                                                      WatcherStats& stats) {
+    // Checked in the callback's scope: only the check's failure path may
+    // allocate (framing.h, "Failure path"). `fn` runs in ReadChecked's
+    // failure-path scope: a pointer of the wrong kind for its field
+    // passes the bounds check and throws when `fn` reads it, and that
+    // exception allocates.
+    std::optional<transport::SlotMessageReader> reader;
+    reader.emplace(m.bytes);
+    const transport::RootResult<T> checked =
+        transport::CheckedRoot<T>(*reader, &w.why);
+    const auto malformed = [&] {
+      ++stats.malformed;
+      transport::DiscardAfterFailure(reader);
+      MessageMalformed(*w.channel, m.context, w.why);
+    };
+    if (!checked.ok()) {
+      malformed();
+      return;
+    }
+    (void)transport::ReadChecked(
+        checked.root,
+        [&w, &m](typename T::Reader root) { w.fn(root, m.context); }, &w.why,
+        malformed);
+  }
 
   const std::string name_;
   const transport::ChannelSet* const channels_;

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "shm/futex.h"
+#include "util/hot_path.h"
 
 namespace tether::loop {
 namespace {
@@ -108,7 +109,7 @@ StopSignals::~StopSignals() {
   g_installed.store(false);
 }
 
-int StopSignals::received() const { return g_received.load(); }
+TETHER_HOT_PATH int StopSignals::received() const { return g_received.load(); }
 
 const std::atomic<uint32_t>* StopSignals::word() const { return &g_word; }
 

@@ -15,6 +15,7 @@
 #include "shm/channel.h"
 #include "shm/layout.h"
 #include "shm/mapping_guard.h"
+#include "util/hot_path.h"
 
 namespace tether::shm {
 namespace {
@@ -212,7 +213,9 @@ std::string Channel::ReaderStateProblem() const {
   return "";
 }
 
-uint64_t Channel::CorruptionEvents() { return internal::CorruptionEvents(); }
+TETHER_HOT_PATH uint64_t Channel::CorruptionEvents() {
+  return internal::CorruptionEvents();
+}
 
 std::string_view Channel::corruption() const {
   if (corrupt_state_.load(std::memory_order_acquire) != 2) return {};

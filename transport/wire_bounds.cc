@@ -34,7 +34,7 @@ class Walk {
 
   // The pointer at word `at` (in the segment) and all it reaches, with
   // `depth_left` levels still allowed.
-  bool Pointer(int64_t at, int depth_left) {
+  TETHER_HOT_PATH bool Pointer(int64_t at, int depth_left) {
     const uint64_t p = segment_[static_cast<size_t>(at)];
     if (p == 0) return true;  // null
     // Each pointer is visited once and each object word charged once in a

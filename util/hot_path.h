@@ -4,7 +4,7 @@
 //
 // Why: on one CPU every switch between a publisher and a subscriber process
 // can flush the TLB (always on a CPU or guest without PCID), and then each
-// distinct 4 KiB page the woken process touches costs a page walk (15-36 ns
+// distinct 4 KiB page the woken process touches costs a page walk (15-32 ns
 // measured under nested paging; see the README's "What the numbers say").
 // Spread through the binary by source file, tether's per-message code took
 // 16 text pages of the ping-pong benchmark; side by side it takes 5, and
@@ -12,25 +12,27 @@
 //
 // How: [[gnu::hot]] makes GCC (and clang) emit the function into a
 // `.text.hot.*` section (with -ffunction-sections, which Bazel's opt mode
-// uses) or the `.text.hot` subsection, and GNU ld, gold and lld's default
-// layouts place those before the rest of .text, together. GCC also
-// optimises a hot function more eagerly. Mark definitions (in the .cc),
-// not only declarations: the attribute must be seen where the code is
-// emitted. Depends on nothing; any layer may use it.
+// uses) or the `.text.hot` subsection, at -O2 and above. GNU ld's and
+// gold's default layouts place those together, before the rest of .text
+// (Bazel's toolchain links with gold here); lld groups them only with
+// `-z keep-text-section-prefix`. GCC also optimises a hot function more
+// eagerly. Put the mark on the definition, where a reader of the code sees
+// it (a declaration's mark also reaches a definition that sees it). A
+// lambda cannot carry it portably (clang rejects an attribute after a
+// lambda's parameters): give its body to a marked [[gnu::noinline]]
+// function, or the body is inlined into the type-erased caller, which is
+// not marked (loop::EventLoop::DeliverTyped). For shm, transport and loop.
 //
 // Keep the set to what runs per message: error paths, set-up and rarely
-// taken branches stay out (a large hot set would spread over pages again).
+// taken branches stay out (a large hot set would spread over pages again;
+// a function's error tail can go to a [[gnu::cold]] helper).
 #ifndef TETHER_UTIL_HOT_PATH_H_
 #define TETHER_UTIL_HOT_PATH_H_
 
 #if defined(__GNUC__) || defined(__clang__)
 #define TETHER_HOT_PATH [[gnu::hot]]
-// For a lambda, after its parameters (and `mutable`): the GNU spelling, which
-// applies to the call operator (a [[...]] there would apply to its type).
-#define TETHER_HOT_LAMBDA __attribute__((hot))
 #else
 #define TETHER_HOT_PATH
-#define TETHER_HOT_LAMBDA
 #endif
 
 #endif  // TETHER_UTIL_HOT_PATH_H_
