@@ -4,10 +4,12 @@
 // (bridge_impl.h).
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <span>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "capnp/dynamic.h"
@@ -178,6 +180,7 @@ void Bridge::Impl::OnTetherMessage(TetherToRos* r,
     item->md5sum = std::string(r->typed->md5sum);
     item->definition = std::string(r->typed->definition);
     item->latching = r->latch;
+    item->origin_graph = 0;
   } else {
     ros1msg::EnvelopeView v;
     if (absl::Status s = ros1msg::ReadEnvelope(m.bytes, &v); !s.ok()) {
@@ -205,11 +208,20 @@ void Bridge::Impl::OnTetherMessage(TetherToRos* r,
     item->md5sum.assign(v.header.md5sum.data(), v.header.md5sum.size());
     item->definition.assign(v.header.definition.data(), v.header.definition.size());
     item->latching = v.header.latching || r->latch;
+    item->origin_graph = ParseGraphName(v.header.origin_graph).value_or(0);
   }
+  item->origin = m.context.origin;
   outbox_.Push(r->outbox_topic, std::move(item));
 }
 
 void Bridge::Impl::PublisherThread() {
+  // Nothing goes into ROS before the graph's id is known: a message taken
+  // in before then (a latched one replayed at start) was checked against
+  // the provisional id only. They wait in the outbox.
+  while (!joined_graph_.load(std::memory_order_acquire)) {
+    if (shut_down_) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   for (;;) {
     int topic = -1;
     std::unique_ptr<OutboxItem> item = outbox_.Pop(200, &topic);
@@ -221,6 +233,14 @@ void Bridge::Impl::PublisherThread() {
     {
       std::lock_guard<std::mutex> lock(routes_mu_);
       r = by_outbox_topic_.at(topic);
+    }
+    // Checked again with the id as it is now (OnTetherMessage may have run
+    // with the provisional id, or before the id changed).
+    const uint64_t graph = graph_.load(std::memory_order_relaxed);
+    if (item->origin == graph || item->origin_graph == graph) {
+      r->counters.loop_skipped.fetch_add(1, std::memory_order_relaxed);
+      outbox_.Recycle(topic, std::move(item));
+      continue;
     }
     {
       std::lock_guard<std::mutex> lock(r->mu);

@@ -12,6 +12,7 @@
 #ifndef TETHER_ROS_BRIDGE_BRIDGE_IMPL_H_
 #define TETHER_ROS_BRIDGE_BRIDGE_IMPL_H_
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -243,7 +244,9 @@ class Bridge::Impl {
   // drops its oldest). The route's watcher thread; allocates.
   void OnTetherMessage(TetherToRos* r, const transport::RawMessage& m);
   // Publishes outbox items into ROS, advertising (again) when the type,
-  // md5 or latching changes. The publisher thread; ends once shut_down_.
+  // md5 or latching changes; starts only once the graph's id is known
+  // (joined_graph_) and skips an item whose origin is this graph's by the
+  // id as it is then. The publisher thread; ends once shut_down_.
   void PublisherThread();
 
   BridgeOptions options_;
@@ -253,7 +256,9 @@ class Bridge::Impl {
   // Written by the main thread (Init, JoinGraph), read by every thread.
   std::atomic<uint64_t> graph_{0};
   // graph_ is the master's /tether/graph, not the provisional id.
-  bool joined_graph_ = false;  // main thread
+  // Written by the main thread (JoinGraph, after graph_, release); read by
+  // the publisher thread (acquire), which sends nothing into ROS before.
+  std::atomic<bool> joined_graph_{false};
   std::string domain_;
   std::unique_ptr<MasterLink> link_;
   std::unique_ptr<ros::NodeHandle> nh_;
@@ -280,7 +285,9 @@ class Bridge::Impl {
   uint32_t reregistrations_ = 0;
   Clock::time_point waiting_since_ = Clock::now();
   Clock::time_point last_wait_log_{};
-  Clock::time_point last_graph_log_{};
+  // When JoinGraph last said each kind of trouble with /tether/graph.
+  enum class GraphTrouble { kRead, kNotAnId, kSet };
+  std::array<Clock::time_point, 3> last_graph_log_{};
   // Publisher URIs of the topics we subscribe (for registering again).
   std::map<std::string, std::set<std::string>> publisher_uris_;
   std::map<std::string, std::string> node_uris_;

@@ -64,7 +64,9 @@ void Bridge::Impl::CheckMaster() {
     return;
   }
   // Until the master's /tether/graph is known nothing crosses with the
-  // provisional id: no subscription or advertisement is made before it.
+  // provisional id: no subscription or advertisement is made before it
+  // (ROS -> tether), and the publisher thread holds what it has (tether ->
+  // ROS: PublisherThread).
   if (!JoinGraph() && !joined_graph_) return;
   if (master_up_ && *id == identity_) return;
   const bool first = !ever_up_;
@@ -106,15 +108,16 @@ void Bridge::Impl::AnnounceSelf() {
 
 bool Bridge::Impl::JoinGraph() {
   absl::StatusOr<uint64_t> param = link_->GraphParam();
-  // Said at most every 5 s: a master that keeps refusing would otherwise
-  // fill the log at every discovery period.
-  auto say = [&](std::string what) {
-    if (Clock::now() - last_graph_log_ < std::chrono::seconds(5)) return;
-    last_graph_log_ = Clock::now();
+  // Each kind of trouble said at most every 5 s: a master that keeps
+  // refusing would otherwise fill the log at every discovery period.
+  auto say = [&](GraphTrouble kind, std::string what) {
+    Clock::time_point& last = last_graph_log_[static_cast<int>(kind)];
+    if (Clock::now() - last < std::chrono::seconds(5)) return;
+    last = Clock::now();
     Log(std::move(what));
   };
   if (absl::IsUnavailable(param.status())) {
-    say(absl::StrCat("could not read /tether/graph: ", param.status().message(),
+    say(GraphTrouble::kRead, absl::StrCat("could not read /tether/graph: ", param.status().message(),
                      joined_graph_ ? "; keeping graph id "
                                    : "; not bridging until it is read (graph id ",
                      GraphName(graph_.load(std::memory_order_relaxed)),
@@ -126,19 +129,22 @@ bool Bridge::Impl::JoinGraph() {
     id = *param;
   } else {
     if (!absl::IsNotFound(param.status())) {
-      Log(absl::StrCat(param.status().message(), "; setting it again"));
+      say(GraphTrouble::kNotAnId,
+          absl::StrCat(param.status().message(), "; setting it again"));
     }
     // Ours from this master's earlier run, or a new graph's first id.
     id = joined_graph_ ? graph_.load(std::memory_order_relaxed) : NewGraphId();
     if (absl::Status s = link_->SetGraphParam(id); !s.ok()) {
-      say(absl::StrCat("could not set /tether/graph: ", s.message(),
+      say(GraphTrouble::kSet,
+          absl::StrCat("could not set /tether/graph: ", s.message(),
                        joined_graph_ ? "" : "; not bridging until it is set"));
       return false;
     }
   }
-  const bool had = joined_graph_;
-  joined_graph_ = true;
+  const bool had = joined_graph_.load(std::memory_order_relaxed);
   const uint64_t was = graph_.exchange(id, std::memory_order_relaxed);
+  // After graph_: the publisher thread that sees joined_graph_ sees the id.
+  joined_graph_.store(true, std::memory_order_release);
   if (was != id) {
     Note(absl::StrCat("ROS graph id ", GraphName(id), " (/tether/graph",
                       param.ok() ? "" : ", set by this bridge", ")"));

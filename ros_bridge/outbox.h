@@ -22,6 +22,11 @@ struct OutboxItem {
   std::string md5sum;
   std::string definition;
   bool latching = false;
+  // Where the message came from: its origin tag and its envelope's origin
+  // graph (0: none), so the publisher thread can check them once more
+  // against the graph's id (a message taken in before the bridge knew it).
+  uint64_t origin = 0;
+  uint64_t origin_graph = 0;
 };
 
 // Thread-safe. Push() and Pop() hold one mutex only to move an item in or

@@ -113,13 +113,15 @@ class BridgeTest : public ::testing::Test {
   // Publishes an envelope made in tether (origin empty).
   void PublishEnvelope(transport::RawPublisher& pub, const std::string& type,
                        const std::string& md5, const std::string& definition,
-                       const std::vector<uint8_t>& data, bool latching = false) {
+                       const std::vector<uint8_t>& data, bool latching = false,
+                       const std::string& origin_graph = "") {
     ros1msg::EnvelopeHeader h;
     h.type = type;
     h.md5sum = md5;
     h.definition = definition;
     h.latching = latching;
     h.callerid = "tether_test";
+    h.origin_graph = origin_graph;
     transport::BuildArena arena(pub.channel()->params().slot_size);
     transport::FinishResult f = ros1msg::BuildEnvelope(
         &arena, pub.Loan(), pub.channel()->name(), h, data.size(),
@@ -337,6 +339,39 @@ TEST_F(BridgeTest, LatchedTopicsStayLatchedBothWays) {
   EXPECT_NE(late->Output().find("hex=" + Hex(blob)), std::string::npos);
   latched->Stop();
   EXPECT_EQ(bridge->Stop(), 0);
+}
+
+TEST_F(BridgeTest, ALatchedMessageFromThisGraphIsNotSentBackAtStart) {
+  // The graph's id as an earlier run of the bridge set it, and a latched
+  // envelope that run took in from ROS (its origin graph is that id).
+  const std::string id = "abcdef0123456789";
+  int code = -1;
+  graph_.RunTool({"rosparam", "set", "/tether/graph", id}, testing::kToolTimeout,
+                 &code);
+  ASSERT_EQ(code, 0);
+  const std::vector<uint8_t> blob = BlobBytes();
+  auto out = CreateEnvelopeChannel("/ros/config");
+  PublishEnvelope(*out, kBlobType, kBlobMd5, kBlobDefinition, blob,
+                  /*latching=*/true, id);
+  // The bridge starts with its provisional id and replays the latched
+  // message before it has read the graph's: ROS has it already, so it must
+  // not go back in.
+  auto bridge = StartBridge({"--pair", "/config=/ros/config,dir=to-ros"});
+  auto late = Peer({"sub", "/config", "1"});
+  EXPECT_FALSE(late->Wait(4s, &code)) << late->Output() << bridge->Output();
+  // A tether node's latched message does go in (and the late subscriber
+  // gets it, not the earlier one).
+  std::vector<uint8_t> other = blob;
+  other[4] = 'H';
+  PublishEnvelope(*out, kBlobType, kBlobMd5, kBlobDefinition, other,
+                  /*latching=*/true);
+  ASSERT_TRUE(late->Wait(15s, &code)) << late->Output() << bridge->Output();
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(late->Output().find("hex=" + Hex(other)), std::string::npos)
+      << late->Output();
+  EXPECT_EQ(late->Output().find("hex=" + Hex(blob)), std::string::npos)
+      << late->Output();
+  EXPECT_EQ(bridge->Stop(), 0) << bridge->Output();
 }
 
 TEST_F(BridgeTest, TwoBridgesOfTwoTetherInstancesNeverEchoAMessage) {
