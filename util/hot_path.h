@@ -7,7 +7,7 @@
 // distinct 4 KiB page the woken process touches costs a page walk (15-32 ns
 // measured under nested paging; see the README's "What the numbers say").
 // Spread through the binary by source file, tether's per-message code took
-// 16 text pages of the ping-pong benchmark; side by side it takes 5, and
+// 16 text pages of the ping-pong benchmark; side by side it takes 6, and
 // the one-CPU 64 B round trip got 5% faster (both wake backends).
 //
 // How: [[gnu::hot]] makes GCC (and clang) emit the function into a
