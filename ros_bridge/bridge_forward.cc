@@ -151,7 +151,7 @@ void Bridge::Impl::OnTetherMessage(TetherToRos* r,
   }
   // Taken from this ROS graph by a bridge of it, here or on another
   // instance whose net bridge carried it to this one: ROS has it already.
-  if (m.context.origin == graph_.load(std::memory_order_relaxed)) {
+  if (FromThisGraph(m.context.origin, 0)) {
     r->counters.loop_skipped.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -190,8 +190,8 @@ void Bridge::Impl::OnTetherMessage(TetherToRos* r,
       outbox_.Recycle(r->outbox_topic, std::move(item));
       return;
     }
-    if (ParseGraphName(v.header.origin_graph) ==
-        graph_.load(std::memory_order_relaxed)) {
+    item->origin_graph = ParseGraphName(v.header.origin_graph).value_or(0);
+    if (FromThisGraph(0, item->origin_graph)) {
       // It came from this ROS graph: ROS has it already.
       r->counters.loop_skipped.fetch_add(1, std::memory_order_relaxed);
       outbox_.Recycle(r->outbox_topic, std::move(item));
@@ -208,7 +208,6 @@ void Bridge::Impl::OnTetherMessage(TetherToRos* r,
     item->md5sum.assign(v.header.md5sum.data(), v.header.md5sum.size());
     item->definition.assign(v.header.definition.data(), v.header.definition.size());
     item->latching = v.header.latching || r->latch;
-    item->origin_graph = ParseGraphName(v.header.origin_graph).value_or(0);
   }
   item->origin = m.context.origin;
   outbox_.Push(r->outbox_topic, std::move(item));
@@ -236,8 +235,7 @@ void Bridge::Impl::PublisherThread() {
     }
     // Checked again with the id as it is now (OnTetherMessage may have run
     // with the provisional id, or before the id changed).
-    const uint64_t graph = graph_.load(std::memory_order_relaxed);
-    if (item->origin == graph || item->origin_graph == graph) {
+    if (FromThisGraph(item->origin, item->origin_graph)) {
       r->counters.loop_skipped.fetch_add(1, std::memory_order_relaxed);
       outbox_.Recycle(topic, std::move(item));
       continue;

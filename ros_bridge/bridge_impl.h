@@ -243,6 +243,12 @@ class Bridge::Impl {
   // graph; our pid; a bridge of this graph); malformed ones counted. Never waits for ROS (a full topic
   // drops its oldest). The route's watcher thread; allocates.
   void OnTetherMessage(TetherToRos* r, const transport::RawMessage& m);
+  // A message's origin tag or its envelope's origin graph (0: none) is this
+  // ROS graph's id as it is now: ROS has the message already. Any thread.
+  bool FromThisGraph(uint64_t origin, uint64_t origin_graph) const {
+    const uint64_t graph = graph_.load(std::memory_order_relaxed);
+    return origin == graph || origin_graph == graph;
+  }
   // Publishes outbox items into ROS, advertising (again) when the type,
   // md5 or latching changes; starts only once the graph's id is known
   // (joined_graph_) and skips an item whose origin is this graph's by the

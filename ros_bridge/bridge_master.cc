@@ -117,7 +117,8 @@ bool Bridge::Impl::JoinGraph() {
     Log(std::move(what));
   };
   if (absl::IsUnavailable(param.status())) {
-    say(GraphTrouble::kRead, absl::StrCat("could not read /tether/graph: ", param.status().message(),
+    say(GraphTrouble::kRead,
+        absl::StrCat("could not read /tether/graph: ", param.status().message(),
                      joined_graph_ ? "; keeping graph id "
                                    : "; not bridging until it is read (graph id ",
                      GraphName(graph_.load(std::memory_order_relaxed)),
