@@ -6,9 +6,13 @@
 
 namespace tether::loop {
 
-TETHER_HOT_PATH MonotonicTime MonotonicNow() { return FromMonotonicNs(shm::MonotonicNs()); }
+TETHER_HOT_PATH MonotonicTime MonotonicNow() {
+  return FromMonotonicNs(shm::MonotonicNs());
+}
 
-TETHER_HOT_PATH int64_t RealtimeNowNs() { return static_cast<int64_t>(shm::RealtimeNs()); }
+TETHER_HOT_PATH int64_t RealtimeNowNs() {
+  return static_cast<int64_t>(shm::RealtimeNs());
+}
 
 void VirtualClock::AdvanceTo(MonotonicTime t) {
   TETHER_LOOP_CHECK(t >= now_, "virtual time cannot run backwards");

@@ -1,9 +1,8 @@
 #include "loop/event_loop.h"
 
-#include <cstdio>
-
 #include <time.h>
 
+#include <cstdio>
 #include <optional>
 #include <utility>
 

@@ -98,7 +98,8 @@ void FutexWaitvPort::Unwatch(uint64_t cookie) {
   FreeSlot(SlotOf(cookie));
 }
 
-TETHER_HOT_PATH bool FutexWaitvPort::Block(std::optional<MonotonicTime> deadline) {
+TETHER_HOT_PATH bool FutexWaitvPort::Block(
+    std::optional<MonotonicTime> deadline) {
   unsigned n = 0;
   for (size_t i = 0; i < live_end(); ++i) {
     const internal::WatchSlot& s = slots_[i];
@@ -140,9 +141,9 @@ TETHER_HOT_PATH bool FutexWaitvPort::Block(std::optional<MonotonicTime> deadline
   return !(rc < 0 && err == ETIMEDOUT);
 }
 
-TETHER_HOT_PATH WaitResult FutexWaitvPort::Wait(std::optional<MonotonicTime> deadline,
-                                SleepHooks& hooks,
-                                absl::FunctionRef<void(uint64_t)> on_ready) {
+TETHER_HOT_PATH WaitResult
+FutexWaitvPort::Wait(std::optional<MonotonicTime> deadline, SleepHooks& hooks,
+                     absl::FunctionRef<void(uint64_t)> on_ready) {
   CheckThread(/*bind=*/true);
   WaitResult result;
   const bool may_block = !deadline.has_value() || *deadline > MonotonicNow();

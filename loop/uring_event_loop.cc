@@ -36,7 +36,9 @@ absl::StatusOr<std::unique_ptr<UringEventLoop>> UringEventLoop::Create(
 
 UringEventLoop::~UringEventLoop() { Detach(/*port_survives=*/false); }
 
-TETHER_HOT_PATH int64_t UringEventLoop::realtime_now_ns() const { return RealtimeNowNs(); }
+TETHER_HOT_PATH int64_t UringEventLoop::realtime_now_ns() const {
+  return RealtimeNowNs();
+}
 
 void UringEventLoop::Exit() { loop_driver.Exit(); }
 

@@ -212,7 +212,8 @@ TETHER_HOT_PATH void UringFutexPort::ArmAll() {
   }
 }
 
-TETHER_HOT_PATH bool UringFutexPort::Block(std::optional<MonotonicTime> deadline) {
+TETHER_HOT_PATH bool UringFutexPort::Block(
+    std::optional<MonotonicTime> deadline) {
   if (hard_) return BlockHard(deadline);
   if (!deadline.has_value()) {
     const int rc = io_uring_submit_and_wait(&ring_, 1);
@@ -313,9 +314,9 @@ TETHER_HOT_PATH void UringFutexPort::Reap() {
   io_uring_cq_advance(&ring_, seen);
 }
 
-TETHER_HOT_PATH WaitResult UringFutexPort::Wait(std::optional<MonotonicTime> deadline,
-                                SleepHooks& hooks,
-                                absl::FunctionRef<void(uint64_t)> on_ready) {
+TETHER_HOT_PATH WaitResult
+UringFutexPort::Wait(std::optional<MonotonicTime> deadline, SleepHooks& hooks,
+                     absl::FunctionRef<void(uint64_t)> on_ready) {
   if (!bound()) Bind();
   CheckThread(/*bind=*/false);
   WaitResult result;

@@ -36,8 +36,9 @@ PortBase::PortBase(const WakePortOptions& options, std::string description)
   ready_.reserve(slots_.size());
 }
 
-TETHER_HOT_PATH bool PortBase::SleepProtocol(SleepHooks& hooks, WaitResult* result,
-                             absl::FunctionRef<void()> block) {
+TETHER_HOT_PATH bool PortBase::SleepProtocol(SleepHooks& hooks,
+                                             WaitResult* result,
+                                             absl::FunctionRef<void()> block) {
   bool blocked = false;
   hooks.BeginSleep();
   const bool wake_pending = wake_.EnterSleep();
@@ -53,9 +54,9 @@ TETHER_HOT_PATH bool PortBase::SleepProtocol(SleepHooks& hooks, WaitResult* resu
   return blocked;
 }
 
-TETHER_HOT_PATH void PortBase::ReportReady(std::optional<MonotonicTime> deadline,
-                           absl::FunctionRef<void(uint64_t)> on_ready,
-                           WaitResult* result) {
+TETHER_HOT_PATH void PortBase::ReportReady(
+    std::optional<MonotonicTime> deadline,
+    absl::FunctionRef<void(uint64_t)> on_ready, WaitResult* result) {
   for (const Ready& r : ready_) {
     const WatchSlot& s = slots_[r.slot];
     if (s.generation != r.generation || s.kind == WatchSlot::Kind::kFree) {
@@ -142,7 +143,7 @@ void PortBase::FreeSlot(int index) {
 }
 
 TETHER_HOT_PATH bool PortBase::Spin(absl::FunctionRef<void(uint64_t)> on_ready,
-                    WaitResult* result) {
+                                    WaitResult* result) {
   if (options_.spin <= Duration::zero()) return false;
   const MonotonicTime end = MonotonicNow() + options_.spin;
   for (int round = 0;; ++round) {

@@ -6,9 +6,8 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <unistd.h>
-
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -21,11 +20,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "shm/channel_files.h"
 #include "shm/clock.h"
 #include "shm/file_access.h"
 #include "shm/futex.h"
 #include "shm/layout.h"
-#include "shm/channel_files.h"
 #include "shm/mapping_guard.h"
 #include "util/hot_path.h"
 
@@ -474,7 +473,8 @@ Channel::~Channel() {
   if (fd_ >= 0) ::close(fd_);  // drops the shared lock
 }
 
-TETHER_HOT_PATH internal::PublisherEntry* Channel::publisher_entry(uint32_t i) const {
+TETHER_HOT_PATH internal::PublisherEntry* Channel::publisher_entry(
+    uint32_t i) const {
   return reinterpret_cast<PublisherEntry*>(base_ + publishers_offset_ +
                                            uint64_t{i} * sizeof(PublisherEntry));
 }

@@ -108,7 +108,8 @@ TETHER_HOT_PATH std::span<std::byte> Publisher::Loan() {
   return {channel_->payload(loan_), channel_->params().slot_size};
 }
 
-TETHER_HOT_PATH void Publisher::TakeNextLoan(uint64_t evicted, uint64_t evicted_index) {
+TETHER_HOT_PATH void Publisher::TakeNextLoan(uint64_t evicted,
+                                             uint64_t evicted_index) {
   SlotHeader* sh = channel_->slot_header(evicted);
   const bool initial = evicted_index >= internal::kMaxQueueIndex;
   for (int tries = 0; tries < 2; ++tries) {
@@ -148,7 +149,7 @@ SendResult Publisher::Fail(SendStatus status) {
 }
 
 TETHER_HOT_PATH SendResult Publisher::Send(size_t size, const SendTimes* times,
-                           size_t offset) {
+                                           size_t offset) {
   SendResult r = SendImpl(size, times, offset);
   // A SIGBUS during the send (the file shrank) was absorbed by the mapping
   // guard: the message went to zero pages, not the channel.
@@ -158,8 +159,9 @@ TETHER_HOT_PATH SendResult Publisher::Send(size_t size, const SendTimes* times,
   return r;
 }
 
-TETHER_HOT_PATH SendResult Publisher::SendImpl(size_t size, const SendTimes* times,
-                               size_t offset) {
+TETHER_HOT_PATH SendResult Publisher::SendImpl(size_t size,
+                                               const SendTimes* times,
+                                               size_t offset) {
   if (channel_->corrupt()) return Fail(SendStatus::kCorrupt);
   if (loan_ < 0 && Loan().empty()) {
     // No slot, maybe because the slot headers are corrupt (ClaimFreeSlot

@@ -116,7 +116,8 @@ TETHER_HOT_PATH void Reader::Release() {
   pinned_slot_ = -1;
 }
 
-TETHER_HOT_PATH Reader::Take Reader::TryTake(uint64_t slot, uint64_t q, MessageView* view) {
+TETHER_HOT_PATH Reader::Take Reader::TryTake(uint64_t slot, uint64_t q,
+                                             MessageView* view) {
   const QueueParams& p = channel_->params();
   if (slot >= p.pool_size()) {
     channel_->ReportCorruption(

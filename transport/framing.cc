@@ -69,7 +69,8 @@ struct Framing {
 };
 
 // Parses the segment table. Never reads outside `bytes`.
-TETHER_HOT_PATH Framing CheckFraming(std::span<const std::byte> bytes, bool need_alignment) {
+TETHER_HOT_PATH Framing CheckFraming(std::span<const std::byte> bytes,
+                                     bool need_alignment) {
   Framing f;
   if (need_alignment && reinterpret_cast<uintptr_t>(bytes.data()) % 8 != 0) {
     f.status = FramingStatus::kMisaligned;
@@ -191,9 +192,8 @@ BuildArena::~BuildArena() {
   if (base_ != nullptr) munmap(base_, mapped_bytes_);
 }
 
-TETHER_HOT_PATH SlotMessageBuilder::SlotMessageBuilder(BuildArena* arena,
-                                       std::span<std::byte> slot,
-                                       std::string_view channel)
+TETHER_HOT_PATH SlotMessageBuilder::SlotMessageBuilder(
+    BuildArena* arena, std::span<std::byte> slot, std::string_view channel)
     : arena_(arena),
       slot_(reinterpret_cast<capnp::word*>(slot.data())),
       slot_words_(CheckSlot(slot)),
@@ -257,9 +257,8 @@ SlotMessageBuilder::BlobField SlotMessageBuilder::ResolveBlobField(
   return {proto.getSlot().getOffset(), true};
 }
 
-TETHER_HOT_PATH std::span<std::byte> SlotMessageBuilder::InitBlob(capnp::AnyStruct::Builder s,
-                                                  BlobField field, size_t size,
-                                                  BlobFill fill) {
+TETHER_HOT_PATH std::span<std::byte> SlotMessageBuilder::InitBlob(
+    capnp::AnyStruct::Builder s, BlobField field, size_t size, BlobFill fill) {
   if (!field.valid || blob_count_ == kMaxBlobs ||
       size > (size_t{1} << 29) - 1) {
     blob_misuse_ = true;
@@ -377,8 +376,8 @@ FinishResult CopyMessageIntoSlot(std::span<const std::byte> framed,
 
 // ---------------------------------------------------------------------------
 
-TETHER_HOT_PATH SlotMessageReader::SlotMessageReader(std::span<const std::byte> bytes,
-                                     const ReadOptions& options)
+TETHER_HOT_PATH SlotMessageReader::SlotMessageReader(
+    std::span<const std::byte> bytes, const ReadOptions& options)
     : capnp::MessageReader(MakeReaderOptions(bytes, options)) {
   const Framing framing = CheckFraming(bytes, /*need_alignment=*/true);
   status_ = framing.status;
@@ -391,9 +390,11 @@ TETHER_HOT_PATH SlotMessageReader::SlotMessageReader(std::span<const std::byte> 
   }
 }
 
-TETHER_HOT_PATH SlotMessageReader::~SlotMessageReader() noexcept(false) = default;
+TETHER_HOT_PATH SlotMessageReader::~SlotMessageReader() noexcept(false) =
+    default;
 
-TETHER_HOT_PATH kj::ArrayPtr<const capnp::word> SlotMessageReader::getSegment(capnp::uint id) {
+TETHER_HOT_PATH kj::ArrayPtr<const capnp::word> SlotMessageReader::getSegment(
+    capnp::uint id) {
   if (id < segment_count_) {
     return kj::arrayPtr(segments_[id].begin, segments_[id].words);
   }
@@ -406,8 +407,9 @@ void Describe(const kj::Exception& e, std::string* why) {
   if (why != nullptr) *why = e.getDescription().cStr();
 }
 
-TETHER_HOT_PATH FramingStatus CheckWholeMessage(SlotMessageReader& reader, std::string* why,
-                                capnp::AnyPointer::Reader* root) {
+TETHER_HOT_PATH FramingStatus
+CheckWholeMessage(SlotMessageReader& reader, std::string* why,
+                  capnp::AnyPointer::Reader* root) {
   // Only a failure may allocate (the exception, `why`); the scope ends
   // after the exception is freed.
   util::FailurePathAllocationScope failure_path;

@@ -49,8 +49,9 @@ absl::StatusOr<std::unique_ptr<RawPublisher>> RawPublisher::Create(
       new RawPublisher(channel, std::move(*p), hooks));
 }
 
-TETHER_HOT_PATH PublishResult RawPublisher::Send(size_t size, const SendTimes* times,
-                                 size_t offset) {
+TETHER_HOT_PATH PublishResult RawPublisher::Send(size_t size,
+                                                 const SendTimes* times,
+                                                 size_t offset) {
   // Failures past this line are counted by shm::Publisher::Send.
   if (size > channel_->max_size()) {
     return CountFailure(PublishStatus::kTooLarge);

@@ -117,7 +117,8 @@ class Walk {
 
 }  // namespace
 
-TETHER_HOT_PATH bool OneSegmentInBounds(std::span<const uint64_t> segment, int nesting_limit) {
+TETHER_HOT_PATH bool OneSegmentInBounds(std::span<const uint64_t> segment,
+                                        int nesting_limit) {
   if (segment.empty()) return false;
   // Cap'n Proto's read limiter is then charged at most the segment's words
   // plus one by getRoot and targetSize (the objects charged here, the root
