@@ -28,6 +28,8 @@ class Bench(Processes):
         self.plan = Plan("tiny" if args.tiny else "quick" if args.quick else "full")
         if args.rounds:
             self.plan.rounds = args.rounds
+        if args.target_rounds:
+            self.plan.target_rounds = args.target_rounds
         if args.samples:
             self.plan.samples = {p: args.samples * self.plan.rounds
                                  for p in PAYLOADS}

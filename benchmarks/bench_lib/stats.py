@@ -28,6 +28,22 @@ def summarize(values_ns, divide=1.0):
     }
 
 
+def geomean_interval(ratios):
+    """The geometric mean of `ratios` (per-round ratios, all > 0) and its 95%
+    interval (normal approximation on the logs), or None for fewer than 3.
+    The mean of logs is what a ratio of two noisy systems measured side by
+    side converges to; pooled percentiles move with whichever rounds the
+    host made slow."""
+    logs = [math.log(r) for r in ratios if r > 0]
+    if len(logs) < 3:
+        return None
+    n = len(logs)
+    mean = sum(logs) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1))
+    half = 1.96 * sd / math.sqrt(n)
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
 def ratio(a, b):
     if b is None or not b or a is None or math.isnan(a) or math.isnan(b):
         return None

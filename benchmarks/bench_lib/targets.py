@@ -3,6 +3,7 @@ targets pass (the systems compared, side by side in many short rounds) or,
 when it did not run, from the latency rows. A mixin of Report (it uses
 Report.find and the Bench's plan and per-round results)."""
 
+from bench_lib.stats import geomean_interval
 from bench_lib.systems import PLACEMENTS
 
 
@@ -117,7 +118,9 @@ class Targets:
                 f"and {plan.target_samples[1048576]} of 1 MiB per session; "
                 "each ratio is of the pooled samples, and \"rounds\" gives "
                 "the same ratio within each round (min-max) and in how many "
-                "rounds it met the target.\n")
+                "rounds it met the target; \"per round\" is the geometric "
+                "mean of the rounds' ratios with its 95% interval (more "
+                "rounds, --target-rounds, narrow it).\n")
 
     def round_spread(self, pl, num, den, what, target):
         per = self.b.target_rounds
@@ -129,4 +132,7 @@ class Targets:
             return ""
         met = "" if target is None else \
             f", met in {sum(v <= target for v in rs)} of {len(rs)}"
-        return f"; rounds {min(rs):.2f}-{max(rs):.2f}x{met}"
+        gm = geomean_interval(rs)
+        per_round = ("" if gm is None else
+                     f"; per round {gm[0]:.3f}x (95% {gm[1]:.3f}-{gm[2]:.3f}x)")
+        return f"; rounds {min(rs):.2f}-{max(rs):.2f}x{met}{per_round}"

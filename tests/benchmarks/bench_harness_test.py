@@ -16,6 +16,7 @@ $XML_OUTPUT_FILE so `./tether test` counts each case.
 import glob
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -272,10 +273,37 @@ class BenchHarnessTest(unittest.TestCase):
             self.assertIn("(target <= 1.", line[0])
         self.assertEqual(our_processes(), [])
 
+    def test_more_target_rounds_give_each_ratio_a_per_round_interval(self):
+        default = probe().get("default")
+        if not default:
+            self.skipTest("this kernel runs no tether wake backend")
+        j = os.path.join(self.tmp, "bench.json")
+        r = self.bench("--tiny", "--systems", "tether,floors", "--tests",
+                       "targets", "--target-rounds", "3", "--json", j)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        self.assertIn("round 3/3", r.stderr)
+        self.assertNotIn("round 4/", r.stderr)
+        with open(j) as f:
+            checks = json.load(f)["checks"]
+        self.assertIn("side by side in 3 short rounds", checks[0])
+        line = [c for c in checks
+                if f"1 CPU: {default} 64 B p50 / raw futex p50" in c]
+        self.assertEqual(len(line), 1, checks)
+        m = re.search(r"met in [0-3] of 3; per round ([0-9.]+)x \(95% "
+                      r"([0-9.]+)-([0-9.]+)x\)$", line[0])
+        self.assertIsNotNone(m, line[0])
+        mid, low, high = (float(x) for x in m.groups())
+        self.assertLessEqual(low, mid)
+        self.assertLessEqual(mid, high)
+        self.assertEqual(our_processes(), [])
+
     def test_bad_flags_say_what_to_do(self):
         r = self.bench("--tests", "speed")
         self.assertEqual(r.returncode, 2)
         self.assertIn("--tests", r.stderr)
+        r = self.bench("--target-rounds", "-2", "--tiny")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--target-rounds: give a positive count", r.stderr)
         r = self.bench("--systems", "zeromq", "--tiny")
         self.assertEqual(r.returncode, 2)
         self.assertIn("unknown zeromq", r.stderr)
