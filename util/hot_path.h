@@ -5,7 +5,7 @@
 // Why: on one CPU every switch between a publisher and a subscriber process
 // can flush the TLB (always on a CPU or guest without PCID), and then each
 // distinct 4 KiB page the woken process touches costs a page walk (15-32 ns
-// measured under nested paging; see the README's "What the numbers say").
+// measured under nested paging; docs/performance-history.md).
 // Spread through the binary by source file, tether's per-message code took
 // 16 text pages of the ping-pong benchmark; side by side it takes 6, and
 // the one-CPU 64 B round trip got 5% faster (both wake backends).
