@@ -107,6 +107,18 @@ TETHER_HOT_PATH Framing CheckFraming(std::span<const std::byte> bytes,
   return f;
 }
 
+// True when the `words` words of a built segment are its root pointer and
+// the root struct right after it, nothing else: a struct pointer (kind 0)
+// with offset 0, whose data and pointer sections fill the rest (a null root
+// is one word). Reads only the arena (private memory).
+bool RootAlone(const capnp::word* segment, size_t words) {
+  uint64_t root;
+  std::memcpy(&root, segment, sizeof(root));
+  const uint64_t data = (root >> 32) & 0xffff;
+  const uint64_t pointers = root >> 48;
+  return (root & 0xffffffff) == 0 && 1 + data + pointers == words;
+}
+
 // Cap'n Proto wire pointers (encoding spec: kind in bits 0-1).
 uint64_t ListPointerToBytes(int64_t offset_words, uint64_t count) {
   constexpr uint64_t kList = 1, kByte = 2;
@@ -304,6 +316,7 @@ TETHER_HOT_PATH std::span<std::byte> SlotMessageBuilder::InitBlob(
 }
 
 TETHER_HOT_PATH FinishResult SlotMessageBuilder::Finish() {
+  reusable_words_ = 0;
   if (!arena_handed_out_) {
     // No root yet: allocate the (null) root pointer.
     (void)getRoot<capnp::AnyPointer>();
@@ -352,10 +365,30 @@ TETHER_HOT_PATH FinishResult SlotMessageBuilder::Finish() {
     std::memcpy(static_cast<void*>(slot_ + at), &list, 8);
   }
   arena_->dirty_words_ = n0;
+  reusable_words_ = RootAlone(arena_->base_, n0) ? n0 : 0;
   const size_t words =
       blob_count_ == 0 ? table + n0 : slot_words_ - start;
   return {FramingStatus::kOk, words * sizeof(capnp::word),
           start * sizeof(capnp::word), capacity(), channel_};
+}
+
+TETHER_HOT_PATH bool SlotMessageBuilder::Reuse(std::span<std::byte> slot) {
+  if (reusable_words_ == 0 || CheckSlot(slot) != slot_words_) return false;
+  // The root struct back to zeros (the root pointer, word 0, stays); every
+  // word after it is zero already (Finish() left the arena's dirty bound
+  // at reusable_words_). Until Finish(), all may become dirty, as in
+  // allocateSegment().
+  std::memset(static_cast<void*>(arena_->base_ + 1), 0,
+              (reusable_words_ - 1) * sizeof(capnp::word));
+  arena_->dirty_words_ = std::max(arena_->dirty_words_, slot_words_ - 1);
+  slot_ = reinterpret_cast<capnp::word*>(slot.data());
+  blob_count_ = 0;
+  blob_floor_words_ = slot_words_;
+  blob_overflow_ = false;
+  overflow_blob_words_ = 0;
+  blob_misuse_ = false;
+  reusable_words_ = 0;
+  return true;
 }
 
 FinishResult CopyMessageIntoSlot(std::span<const std::byte> framed,

@@ -219,6 +219,18 @@ class SlotMessageBuilder final : public capnp::MessageBuilder {
   // root (16 bytes). RT-safe unless the message overflowed.
   FinishResult Finish();
 
+  // Makes this builder build the next message, for loaned slot `slot` (the
+  // same size as the last one), with the same root: after a Finish() that
+  // returned kOk for a message that was its root struct alone in the arena
+  // (scalar fields, blobs, null pointers: Cap'n Proto allocated nothing
+  // else), it zeroes the root struct's words and forgets the blobs, so the
+  // next message starts as a new builder's would (every field its default)
+  // without the builder's set-up. The root builder from initRoot() stays
+  // valid. False (nothing changed: make a new builder) after any other
+  // message, a failed or missing Finish(), or a slot of another size.
+  // RT-safe: O(the root struct's words), no allocation.
+  bool Reuse(std::span<std::byte> slot);
+
   bool overflowed() const { return spill_count_ > 0 || blob_overflow_; }
   // Slot size in bytes.
   uint64_t capacity() const { return slot_words_ * sizeof(capnp::word); }
@@ -251,6 +263,9 @@ class SlotMessageBuilder final : public capnp::MessageBuilder {
   bool blob_overflow_ = false;
   size_t overflow_blob_words_ = 0;  // words of blobs refused for want of room
   bool blob_misuse_ = false;
+  // After a kOk Finish() of a message that was its root alone: the words it
+  // used (the root pointer and the root struct); 0 otherwise (Reuse()).
+  size_t reusable_words_ = 0;
 };
 
 // Copies already framed bytes (e.g. from a log or a bridge, checked like

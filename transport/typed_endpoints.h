@@ -107,7 +107,8 @@ class Loan {
   ~Loan();
 
   // The root being built (in the publisher's private arena; it lands in the
-  // slot at Send()). Valid until Send().
+  // slot at Send()). Valid until Send(): the publisher may build its next
+  // message in the same words.
   typename T::Builder root() { return root_; }
   // False when no slot could be loaned (see PublishStatus::kNoLoan).
   bool valid() const { return publisher_ != nullptr; }
@@ -170,10 +171,13 @@ class Publisher {
   // had (every slot pinned or held): that send has failed with kNoLoan and
   // is counted in send_failures() here, once (a Send() of the invalid loan
   // counts nothing more). RT-safe: no allocation, no lock (one relaxed
-  // atomic add when it fails); zeroes the words the previous message used.
-  // Aborts if a loan is already out (misuse: build one message at a time).
+  // atomic add when it fails). When the last message sent was its root
+  // struct alone (scalars, blobs: SlotMessageBuilder::Reuse()), the same
+  // builder goes on with the root zeroed; otherwise a new builder zeroes
+  // the words the previous message used. Aborts if a loan is already out
+  // (misuse: build one message at a time).
   TETHER_HOT_PATH Loan<T> MakeLoan() {
-    if (builder_.has_value()) {
+    if (loan_out_) {
       std::fprintf(stderr, "tether: Publisher<T>::MakeLoan on %s while a loan "
                    "is out: send or drop it first\n",
                    raw_->channel()->name().c_str());
@@ -185,8 +189,13 @@ class Publisher {
       return Loan<T>(nullptr, typename T::Builder(nullptr));
     }
     slot = slot.first(raw_->channel()->max_size() & ~size_t{7});
-    builder_.emplace(&arena_, slot, raw_->channel()->name());
-    return Loan<T>(this, builder_->template initRoot<T>());
+    if (!builder_.has_value() || !builder_->Reuse(slot)) {
+      builder_.reset();
+      builder_.emplace(&arena_, slot, raw_->channel()->name());
+      root_ = builder_->template initRoot<T>();
+    }
+    loan_out_ = true;
+    return Loan<T>(this, root_);
   }
 
   // Finishes and commits the loan's message. kTooLarge if it outgrew the
@@ -201,14 +210,17 @@ class Publisher {
   TETHER_HOT_PATH PublishResult Send(Loan<T>&& loan,
                                      const SendTimes* times = nullptr) {
     if (loan.publisher_ == nullptr) return {PublishStatus::kNoLoan};
-    if (loan.publisher_ != this || !builder_.has_value()) {
+    if (loan.publisher_ != this || !loan_out_) {
       return raw_->CountFailure(PublishStatus::kNoLoan);
     }
     loan.publisher_ = nullptr;
+    loan_out_ = false;
     FinishResult finished = builder_->Finish();
     last_finish_ = finished;
-    builder_.reset();
-    if (!finished.ok()) return raw_->CountFailure(PublishStatusOf(finished));
+    if (!finished.ok()) {
+      builder_.reset();
+      return raw_->CountFailure(PublishStatusOf(finished));
+    }
     return raw_->Send(finished.size, times, finished.offset);
   }
 
@@ -221,11 +233,20 @@ class Publisher {
   friend class Loan<T>;
   explicit Publisher(std::unique_ptr<RawPublisher> raw)
       : raw_(std::move(raw)), arena_(raw_->channel()->max_size()) {}
-  void Abandon() { builder_.reset(); }
+  // A dropped loan: its build is discarded (the next MakeLoan() makes a
+  // new builder, which zeroes what it wrote).
+  void Abandon() {
+    builder_.reset();
+    loan_out_ = false;
+  }
 
   std::unique_ptr<RawPublisher> raw_;
   BuildArena arena_;
+  // The loan's builder while one is out; between loans, the last message's
+  // (kept for SlotMessageBuilder::Reuse()) or none.
   std::optional<SlotMessageBuilder> builder_;
+  typename T::Builder root_{nullptr};  // builder_'s root
+  bool loan_out_ = false;
   FinishResult last_finish_;
   internal::BlobFieldCache blob_fields_;
 };

@@ -434,6 +434,133 @@ TEST(SlotMessageBuilder, BlobMisuseAndOverflowAreErrors) {
   (void)MustFinish(builder);
 }
 
+// The bytes of a message built by a new builder over a zero slot, for
+// comparing with what a reused builder commits.
+std::vector<std::byte> FreshBytes(size_t slot_bytes,
+                                  void (*fill)(SlotMessageBuilder&, Scalars::Builder)) {
+  Slot fresh(slot_bytes);
+  SlotMessageBuilder b(fresh.arena(), fresh.span(), "/test/fresh");
+  fill(b, b.initRoot<Scalars>());
+  FinishResult r = MustFinishResult(b);
+  std::span<const std::byte> bytes = fresh.framed(r);
+  return {bytes.begin(), bytes.end()};
+}
+
+// After a message that was its root alone, Reuse() makes the same builder
+// build the next one in another slot: the fields the first set read as
+// their defaults, and the committed bytes are those a new builder makes.
+TEST(SlotMessageBuilder, AReusedBuilderStartsFromDefaultsAndCommitsWhatANewOneWould) {
+  Slot a(256), b(256);
+  std::memset(b.span().data(), 0xEE, b.span().size());  // stale slot bytes
+  SlotMessageBuilder builder(a.arena(), a.span(), "/test/reuse");
+  Scalars::Builder root = builder.initRoot<Scalars>();
+  root.setI64(-1);
+  root.setU8(0xAB);
+  root.setF64(2.5);
+  root.setFlag(true);
+  root.setI32(1234);  // not the schema's default (-7)
+  (void)MustFinishResult(builder);
+
+  ASSERT_TRUE(builder.Reuse(b.span()));
+  root.setU8(7);  // the root builder from initRoot() still serves
+  FinishResult r = MustFinishResult(builder);
+  SlotMessageReader reader(b.framed(r));
+  RootResult<Scalars> got = CheckedRoot<Scalars>(reader);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got.root.getU8(), 7);
+  EXPECT_EQ(got.root.getI64(), 0);
+  EXPECT_EQ(got.root.getF64(), 0.0);
+  EXPECT_FALSE(got.root.getFlag());
+  EXPECT_EQ(got.root.getI32(), -7);
+  const std::vector<std::byte> fresh = FreshBytes(
+      256, [](SlotMessageBuilder&, Scalars::Builder s) { s.setU8(7); });
+  const std::span<const std::byte> committed = b.framed(r);
+  EXPECT_TRUE(std::equal(committed.begin(), committed.end(), fresh.begin(),
+                         fresh.end()));
+}
+
+// Blobs are forgotten by Reuse(): the next message without one has a null
+// field, and the next with one gets its own, in the new slot.
+TEST(SlotMessageBuilder, AReusedBuilderForgetsTheLastMessagesBlobs) {
+  const auto blob_field = SlotMessageBuilder::ResolveBlobField(
+      capnp::Schema::from<Sample>().getFieldByName("blob"));
+  Slot a(1024), b(1024), c(1024);
+  SlotMessageBuilder builder(a.arena(), a.span(), "/test/reuse");
+  Sample::Builder root = builder.initRoot<Sample>();
+  root.setStamp(5);
+  std::span<std::byte> blob = builder.InitBlob(root, blob_field, 100);
+  std::memset(blob.data(), 0x5A, blob.size());
+  (void)MustFinishResult(builder);
+
+  ASSERT_TRUE(builder.Reuse(b.span()));
+  FinishResult rb = MustFinishResult(builder);
+  EXPECT_EQ(rb.offset, 0u);  // no blob: the message starts the slot
+  {
+    SlotMessageReader reader(b.framed(rb));
+    RootResult<Sample> got = CheckedRoot<Sample>(reader);
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(got.root.getStamp(), 0u);
+    EXPECT_FALSE(got.root.hasBlob());
+  }
+  ASSERT_TRUE(builder.Reuse(c.span()));
+  blob = builder.InitBlob(root, blob_field, 10, BlobFill::kZeroed);
+  ASSERT_EQ(blob.size(), 10u);
+  EXPECT_GE(blob.data(), c.span().data());
+  EXPECT_LT(blob.data(), c.span().data() + c.span().size());
+  FinishResult rc = MustFinishResult(builder);
+  SlotMessageReader reader(c.framed(rc));
+  RootResult<Sample> got = CheckedRoot<Sample>(reader);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got.root.getBlob().size(), 10u);
+  for (uint8_t x : got.root.getBlob()) EXPECT_EQ(x, 0);
+}
+
+// Reuse() refuses, changing nothing, whenever the arena holds more than
+// the root (text, lists, nested structs), before Finish(), after a failed
+// one, and for a slot of another size; a new builder then zeroes it all.
+TEST(SlotMessageBuilder, ReuseIsRefusedUnlessTheLastMessageWasItsRootAlone) {
+  Slot a(512), b(512), small(256);
+  {
+    SlotMessageBuilder builder(a.arena(), a.span(), "/test/reuse");
+    builder.initRoot<Sample>().setLabel("text allocates");
+    EXPECT_FALSE(builder.Reuse(b.span()));  // not finished
+    (void)MustFinishResult(builder);
+    EXPECT_FALSE(builder.Reuse(b.span()));
+  }
+  {
+    SlotMessageBuilder builder(a.arena(), a.span(), "/test/reuse");
+    builder.initRoot<Sample>().initInner();
+    (void)MustFinishResult(builder);
+    EXPECT_FALSE(builder.Reuse(b.span()));
+  }
+  {
+    SlotMessageBuilder builder(a.arena(), a.span(), "/test/reuse");
+    builder.initRoot<Sample>().setStamp(1);
+    (void)MustFinishResult(builder);
+    EXPECT_FALSE(builder.Reuse(small.span().first(248)));  // another size
+    ASSERT_TRUE(builder.Reuse(b.span()));
+    EXPECT_FALSE(builder.Reuse(b.span()));  // once per Finish()
+  }
+  {
+    SlotMessageBuilder builder(a.arena(), small.span().first(64),
+                               "/test/reuse");
+    builder.initRoot<Sample>().initValues(100);  // outgrows 64 bytes
+    EXPECT_EQ(builder.Finish().status, FramingStatus::kOverflow);
+    EXPECT_FALSE(builder.Reuse(small.span().first(64)));
+  }
+  // What those builders left in the arena is zeroed by the next new one.
+  SlotMessageBuilder next(a.arena(), b.span(), "/test/reuse");
+  next.initRoot<Sample>();
+  FinishResult r = MustFinishResult(next);
+  SlotMessageReader reader(b.framed(r));
+  RootResult<Sample> got = CheckedRoot<Sample>(reader);
+  ASSERT_TRUE(got.ok());
+  EXPECT_FALSE(got.root.hasLabel());
+  EXPECT_FALSE(got.root.hasValues());
+  EXPECT_FALSE(got.root.hasInner());
+  EXPECT_EQ(got.root.getStamp(), 0u);
+}
+
 // A slot reused by a message of another shape: every field the new message
 // did not set reads as its default, and no byte of the old message shows in
 // the new message's framed bytes, whatever the field kind (scalars, text,
