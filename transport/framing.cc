@@ -108,15 +108,25 @@ TETHER_HOT_PATH Framing CheckFraming(std::span<const std::byte> bytes,
 }
 
 // True when the `words` words of a built segment are its root pointer and
-// the root struct right after it, nothing else: a struct pointer (kind 0)
-// with offset 0, whose data and pointer sections fill the rest (a null root
-// is one word). Reads only the arena (private memory).
+// the root struct right after it, nothing else, and every pointer of that
+// struct is null: a struct pointer (kind 0) with offset 0, whose data and
+// pointer sections fill the rest (a null root is one word). Null pointers
+// only, because a pointer that owns no words here still carries state a
+// zeroed struct would not undo: a capability (an index into Cap'n Proto's
+// capability table, which lives in the builder) or a far pointer to
+// another segment. Reads only the arena (private memory).
 bool RootAlone(const capnp::word* segment, size_t words) {
   uint64_t root;
   std::memcpy(&root, segment, sizeof(root));
   const uint64_t data = (root >> 32) & 0xffff;
   const uint64_t pointers = root >> 48;
-  return (root & 0xffffffff) == 0 && 1 + data + pointers == words;
+  if ((root & 0xffffffff) != 0 || 1 + data + pointers != words) return false;
+  for (uint64_t i = 0; i < pointers; ++i) {
+    uint64_t p;
+    std::memcpy(&p, segment + 1 + data + i, sizeof(p));
+    if (p != 0) return false;
+  }
+  return true;
 }
 
 // Cap'n Proto wire pointers (encoding spec: kind in bits 0-1).
@@ -176,6 +186,12 @@ std::string FinishResult::ErrorMessage() const {
                           capacity,
                           " bytes; raise the channel's maxSize in the stack "
                           "config");
+    case FramingStatus::kMalformed:
+      return absl::StrCat("message on channel ", channel,
+                          " refers to bytes outside its slot (Cap'n Proto "
+                          "external data, Orphanage::referenceExternalData): "
+                          "copy them in (set the field, or InitBlob() for "
+                          "large data)");
     case FramingStatus::kBadBlob:
       return absl::StrCat("message on channel ", channel,
                           ": InitBlob() was given a field that is not a Data "
@@ -334,6 +350,13 @@ TETHER_HOT_PATH FinishResult SlotMessageBuilder::Finish() {
             (TableWords(1) + words + blob_words) *
                 sizeof(capnp::word),
             0, capacity(), channel_};
+  }
+  if (segments.size() != 1) {
+    // Not a spill (overflowed() above): a segment Cap'n Proto made around
+    // bytes outside the arena (Orphanage::referenceExternalData). Those
+    // bytes are not in the slot; committing segment 0 alone would send a
+    // far pointer to nothing.
+    return {FramingStatus::kMalformed, 0, 0, capacity(), channel_};
   }
   const size_t n0 = segments[0].size();
   const size_t table = TableWords(1);

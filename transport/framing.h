@@ -71,7 +71,8 @@ enum class [[nodiscard]] FramingStatus : uint8_t{
     // Reading: the segment size in the table disagrees with the byte count.
     kSizeMismatch,
     // Reading: the message's pointers are out of bounds, of the wrong kind, too
-    // deep, or exceed the traversal limit.
+    // deep, or exceed the traversal limit. Building: the message refers to
+    // bytes outside the slot (external data adopted into it).
     kMalformed,
     // Building: an InitBlob() call was not valid (not a Data field of a
     // struct of this message, too many blobs).
@@ -214,20 +215,26 @@ class SlotMessageBuilder final : public capnp::MessageBuilder {
 
   // Writes the segment table, copies segment 0 into the slot, points blob
   // fields at their blobs and returns where the framed message starts and
-  // how big it is; or kOverflow (it did not fit) or kBadBlob (an InitBlob()
-  // misuse). A builder with no root yet finishes as a message with a null
+  // how big it is; or kOverflow (it did not fit), kBadBlob (an InitBlob()
+  // misuse) or kMalformed (external data: bytes outside the slot, which a
+  // reader could not reach). A builder with no root yet finishes as a message with a null
   // root (16 bytes). RT-safe unless the message overflowed.
   FinishResult Finish();
 
   // Makes this builder build the next message, for loaned slot `slot` (the
   // same size as the last one), with the same root: after a Finish() that
   // returned kOk for a message that was its root struct alone in the arena
-  // (scalar fields, blobs, null pointers: Cap'n Proto allocated nothing
-  // else), it zeroes the root struct's words and forgets the blobs, so the
-  // next message starts as a new builder's would (every field its default)
-  // without the builder's set-up. The root builder from initRoot() stays
-  // valid. False (nothing changed: make a new builder) after any other
-  // message, a failed or missing Finish(), or a slot of another size.
+  // (scalars, blobs; every pointer of the root null, one segment: Cap'n
+  // Proto allocated nothing else), it zeroes the root struct's words and
+  // forgets the blobs, so the next message starts as a new builder's would
+  // (every field its default) without the builder's set-up. Go on through
+  // the root builder initRoot() returned (it stays valid); do not call
+  // initRoot() again (that allocates a second root). False (nothing
+  // changed: make a new builder) after any other message, a failed or
+  // missing Finish(), or a slot of another size. One thing it cannot see:
+  // a capability set and cleared again stays in Cap'n Proto's capability
+  // table, so a later one would get the next index (capabilities mean
+  // nothing in shared memory; no tether reader resolves them).
   // RT-safe: O(the root struct's words), no allocation.
   bool Reuse(std::span<std::byte> slot);
 

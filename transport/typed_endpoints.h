@@ -200,8 +200,9 @@ class Publisher {
 
   // Finishes and commits the loan's message. kTooLarge if it outgrew the
   // slot, kMalformed if an InitBlob() was given a field that is not a Data
-  // field (the build is dropped either way; last_finish().ErrorMessage()
-  // says by how much or which); kNoLoan for an invalid loan or one of
+  // field or the message refers to external data (bytes outside the slot)
+  // (the build is dropped either way; last_finish().ErrorMessage() says by
+  // how much or which); kNoLoan for an invalid loan or one of
   // another publisher. Each failure is counted once in send_failures(): an
   // invalid loan's by MakeLoan() (not again here), a failed build's or a
   // foreign loan's here, the commit's by RawPublisher::Send(). RT-safe for

@@ -542,6 +542,21 @@ TEST(SlotMessageBuilder, ReuseIsRefusedUnlessTheLastMessageWasItsRootAlone) {
     EXPECT_FALSE(builder.Reuse(b.span()));  // once per Finish()
   }
   {
+    // Pointers that own no words here: a list of 1,000 voids, an empty
+    // struct (a capability or a far pointer would be refused the same way).
+    SlotMessageBuilder builder(a.arena(), a.span(), "/test/reuse");
+    Kinds::Builder kinds = builder.initRoot<Kinds>();
+    kinds.initVoids(1000);
+    (void)MustFinishResult(builder);
+    EXPECT_FALSE(builder.Reuse(b.span()));
+  }
+  {
+    SlotMessageBuilder builder(a.arena(), a.span(), "/test/reuse");
+    builder.initRoot<Kinds>().initEmpty();
+    (void)MustFinishResult(builder);
+    EXPECT_FALSE(builder.Reuse(b.span()));
+  }
+  {
     SlotMessageBuilder builder(a.arena(), small.span().first(64),
                                "/test/reuse");
     builder.initRoot<Sample>().initValues(100);  // outgrows 64 bytes
@@ -559,6 +574,24 @@ TEST(SlotMessageBuilder, ReuseIsRefusedUnlessTheLastMessageWasItsRootAlone) {
   EXPECT_FALSE(got.root.hasValues());
   EXPECT_FALSE(got.root.hasInner());
   EXPECT_EQ(got.root.getStamp(), 0u);
+}
+
+// Data adopted from outside the arena (Orphanage::referenceExternalData)
+// would make a second segment that the slot does not hold: Finish() refuses
+// the message and says what to do, rather than commit a far pointer to
+// nothing.
+TEST(SlotMessageBuilder, ExternalDataIsRefusedNotCommittedAsAFarPointer) {
+  Slot slot(1024);
+  alignas(8) static const uint8_t kExternal[16] = {1, 2, 3};
+  SlotMessageBuilder builder(slot.arena(), slot.span(), "/test/external");
+  Sample::Builder root = builder.initRoot<Sample>();
+  root.adoptBlob(capnp::Orphanage::getForMessageContaining(root)
+                     .referenceExternalData(kj::arrayPtr(kExternal, 16)));
+  FinishResult r = builder.Finish();
+  EXPECT_EQ(r.status, FramingStatus::kMalformed);
+  EXPECT_THAT(r.ErrorMessage(), HasSubstr("/test/external"));
+  EXPECT_THAT(r.ErrorMessage(), HasSubstr("referenceExternalData"));
+  EXPECT_FALSE(builder.Reuse(slot.span()));
 }
 
 // A slot reused by a message of another shape: every field the new message
