@@ -520,16 +520,22 @@ TEST(SlotMessageBuilder, AReusedBuilderForgetsTheLastMessagesBlobs) {
 // one, and for a slot of another size; a new builder then zeroes it all.
 TEST(SlotMessageBuilder, ReuseIsRefusedUnlessTheLastMessageWasItsRootAlone) {
   Slot a(512), b(512), small(256);
-  {
+  // More than the root in the arena (text, a nested struct), or root
+  // pointers that own no words here (a list of 1,000 voids, an empty
+  // struct; a capability or a far pointer is refused the same way).
+  using Build = void (*)(SlotMessageBuilder&);
+  const Build refused[] = {
+      [](SlotMessageBuilder& m) {
+        m.initRoot<Sample>().setLabel("text allocates");
+      },
+      [](SlotMessageBuilder& m) { m.initRoot<Sample>().initInner(); },
+      [](SlotMessageBuilder& m) { m.initRoot<Kinds>().initVoids(1000); },
+      [](SlotMessageBuilder& m) { m.initRoot<Kinds>().initEmpty(); },
+  };
+  for (Build build : refused) {
     SlotMessageBuilder builder(a.arena(), a.span(), "/test/reuse");
-    builder.initRoot<Sample>().setLabel("text allocates");
+    build(builder);
     EXPECT_FALSE(builder.Reuse(b.span()));  // not finished
-    (void)MustFinishResult(builder);
-    EXPECT_FALSE(builder.Reuse(b.span()));
-  }
-  {
-    SlotMessageBuilder builder(a.arena(), a.span(), "/test/reuse");
-    builder.initRoot<Sample>().initInner();
     (void)MustFinishResult(builder);
     EXPECT_FALSE(builder.Reuse(b.span()));
   }
@@ -540,21 +546,6 @@ TEST(SlotMessageBuilder, ReuseIsRefusedUnlessTheLastMessageWasItsRootAlone) {
     EXPECT_FALSE(builder.Reuse(small.span().first(248)));  // another size
     ASSERT_TRUE(builder.Reuse(b.span()));
     EXPECT_FALSE(builder.Reuse(b.span()));  // once per Finish()
-  }
-  {
-    // Pointers that own no words here: a list of 1,000 voids, an empty
-    // struct (a capability or a far pointer would be refused the same way).
-    SlotMessageBuilder builder(a.arena(), a.span(), "/test/reuse");
-    Kinds::Builder kinds = builder.initRoot<Kinds>();
-    kinds.initVoids(1000);
-    (void)MustFinishResult(builder);
-    EXPECT_FALSE(builder.Reuse(b.span()));
-  }
-  {
-    SlotMessageBuilder builder(a.arena(), a.span(), "/test/reuse");
-    builder.initRoot<Kinds>().initEmpty();
-    (void)MustFinishResult(builder);
-    EXPECT_FALSE(builder.Reuse(b.span()));
   }
   {
     SlotMessageBuilder builder(a.arena(), small.span().first(64),
