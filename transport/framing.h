@@ -217,8 +217,9 @@ class SlotMessageBuilder final : public capnp::MessageBuilder {
   // fields at their blobs and returns where the framed message starts and
   // how big it is; or kOverflow (it did not fit), kBadBlob (an InitBlob()
   // misuse) or kMalformed (external data: bytes outside the slot, which a
-  // reader could not reach). A builder with no root yet finishes as a message with a null
-  // root (16 bytes). RT-safe unless the message overflowed.
+  // reader could not reach). A builder with no root yet finishes as a
+  // message with a null root (16 bytes). RT-safe unless the message
+  // overflowed.
   FinishResult Finish();
 
   // Makes this builder build the next message, for loaned slot `slot` (the

@@ -354,6 +354,34 @@ TEST_F(EndpointsTest, EachTypedMessageReadsOnlyWhatItSetWhateverCameBefore) {
   }
 }
 
+// A typed message that refers to data outside its slot (adopted external
+// data) is refused at Send(), counted once, with the fix in its error; the
+// publisher's next message goes out clean.
+TEST_F(EndpointsTest, AMessageWithExternalDataIsRefusedAndCounted) {
+  auto ch = MakeChannel("/external", kSample, 512, 4);
+  auto pub = Publisher<Sample>::Create(ch.get());
+  auto sub = Subscriber<Sample>::Create(ch.get());
+  ASSERT_TRUE(pub.ok() && sub.ok());
+  alignas(8) static const uint8_t kExternal[16] = {9, 9, 9};
+  Loan<Sample> loan = (*pub)->MakeLoan();
+  loan.root().setStamp(1);
+  loan.root().adoptBlob(
+      capnp::Orphanage::getForMessageContaining(loan.root())
+          .referenceExternalData(kj::arrayPtr(kExternal, 16)));
+  EXPECT_EQ((*pub)->Send(std::move(loan)).status, PublishStatus::kMalformed);
+  EXPECT_EQ((*pub)->raw()->send_failures(), 1u);
+  EXPECT_THAT((*pub)->last_finish().ErrorMessage(),
+              HasSubstr("/external refers to bytes outside its slot"));
+  Message<Sample> m;
+  EXPECT_EQ((*sub)->Next(&m), ReceiveStatus::kNothingNew);
+  Loan<Sample> next = (*pub)->MakeLoan();
+  next.root().setStamp(2);
+  ASSERT_EQ((*pub)->Send(std::move(next)).status, PublishStatus::kOk);
+  ASSERT_EQ((*sub)->Next(&m), ReceiveStatus::kOk);
+  EXPECT_EQ(m.root.getStamp(), 2u);
+  EXPECT_FALSE(m.root.hasBlob());
+}
+
 TEST_F(EndpointsTest, WrongTypeFailsAtCreationWithBothTypeNames) {
   auto ch = MakeChannel("/typed", kSample, 256);
   auto pub = Publisher<Scalars>::Create(ch.get());

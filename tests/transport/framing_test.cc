@@ -437,7 +437,8 @@ TEST(SlotMessageBuilder, BlobMisuseAndOverflowAreErrors) {
 // The bytes of a message built by a new builder over a zero slot, for
 // comparing with what a reused builder commits.
 std::vector<std::byte> FreshBytes(size_t slot_bytes,
-                                  void (*fill)(SlotMessageBuilder&, Scalars::Builder)) {
+                                  void (*fill)(SlotMessageBuilder&,
+                                               Scalars::Builder)) {
   Slot fresh(slot_bytes);
   SlotMessageBuilder b(fresh.arena(), fresh.span(), "/test/fresh");
   fill(b, b.initRoot<Scalars>());
@@ -449,7 +450,8 @@ std::vector<std::byte> FreshBytes(size_t slot_bytes,
 // After a message that was its root alone, Reuse() makes the same builder
 // build the next one in another slot: the fields the first set read as
 // their defaults, and the committed bytes are those a new builder makes.
-TEST(SlotMessageBuilder, AReusedBuilderStartsFromDefaultsAndCommitsWhatANewOneWould) {
+TEST(SlotMessageBuilder,
+     AReusedBuilderStartsFromDefaultsAndCommitsWhatANewOneWould) {
   Slot a(256), b(256);
   std::memset(b.span().data(), 0xEE, b.span().size());  // stale slot bytes
   SlotMessageBuilder builder(a.arena(), a.span(), "/test/reuse");
@@ -576,8 +578,9 @@ TEST(SlotMessageBuilder, ExternalDataIsRefusedNotCommittedAsAFarPointer) {
   alignas(8) static const uint8_t kExternal[16] = {1, 2, 3};
   SlotMessageBuilder builder(slot.arena(), slot.span(), "/test/external");
   Sample::Builder root = builder.initRoot<Sample>();
-  root.adoptBlob(capnp::Orphanage::getForMessageContaining(root)
-                     .referenceExternalData(kj::arrayPtr(kExternal, 16)));
+  root.adoptBlob(
+      capnp::Orphanage::getForMessageContaining(root).referenceExternalData(
+          kj::arrayPtr(kExternal, 16)));
   FinishResult r = builder.Finish();
   EXPECT_EQ(r.status, FramingStatus::kMalformed);
   EXPECT_THAT(r.ErrorMessage(), HasSubstr("/test/external"));
