@@ -25,9 +25,11 @@ namespace internal {
 // nothing else on a message's path touches, and after a switch between
 // two processes on one CPU (a TLB flush where the CPU has no PCID) its
 // first touch costs a page walk. Measured on the 2-vCPU guest
-// (docs/performance-history.md, 2026-12-06): the raw futex ping-pong 5%
-// faster on one CPU, tether's 1%. Returns the kernel's answer (>= 0, or
-// -errno); errno is left alone. Any thread; RT-safe.
+// (docs/performance-history.md, 2026-12-06): the raw futex ping-pong 3%
+// faster on one CPU, the io_uring floor 5%, tether's path 1%. x86-64
+// only, where it was measured; elsewhere libc's wrapper. Returns the
+// kernel's answer (>= 0, or -errno); errno is left as it was (also by
+// the wrapper path). Any thread, also a signal handler; RT-safe.
 inline long RawFutex(uint32_t* word, int op, uint32_t value,
                      const struct timespec* timeout) {
 #if defined(__x86_64__)
@@ -39,20 +41,14 @@ inline long RawFutex(uint32_t* word, int op, uint32_t value,
                  "d"(long{value}), "r"(r10)
                : "rcx", "r11", "memory");
   return r;
-#elif defined(__aarch64__)
-  register long x8 asm("x8") = SYS_futex;
-  register long x0 asm("x0") = reinterpret_cast<long>(word);
-  register long x1 asm("x1") = op;
-  register long x2 asm("x2") = value;
-  register long x3 asm("x3") = reinterpret_cast<long>(timeout);
-  asm volatile("svc #0"
-               : "+r"(x0)
-               : "r"(x8), "r"(x1), "r"(x2), "r"(x3)
-               : "memory");
-  return x0;
 #else
+  const int saved = errno;
   long r = ::syscall(SYS_futex, word, op, value, timeout, nullptr, 0);
-  return r < 0 ? -errno : r;
+  if (r < 0) {
+    r = -errno;
+    errno = saved;
+  }
+  return r;
 #endif
 }
 
