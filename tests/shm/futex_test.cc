@@ -64,8 +64,9 @@ TEST(FutexTest, WakeCountsAndReleasesEveryWaiter) {
       returned.fetch_add(1);
     });
   }
-  // Wait until all three sleep: each wake of one counts 1. (The wake may
-  // find fewer if a thread is not asleep yet; retry until three counted.)
+  // A wake of at most one reports exactly 1 once any waiter sleeps (0
+  // before that: retry); the woken thread sees 0 and sleeps again. Then
+  // the word moves and wakes release all three.
   int woken = 0;
   const auto deadline = steady_clock::now() + std::chrono::seconds(10);
   while (woken < 1 && steady_clock::now() < deadline) {
