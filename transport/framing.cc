@@ -171,6 +171,8 @@ const char* FramingStatusName(FramingStatus status) {
       return "malformed";
     case FramingStatus::kBadBlob:
       return "bad blob";
+    case FramingStatus::kExternalData:
+      return "external data";
   }
   return "unknown";
 }
@@ -186,7 +188,7 @@ std::string FinishResult::ErrorMessage() const {
                           capacity,
                           " bytes; raise the channel's maxSize in the stack "
                           "config");
-    case FramingStatus::kMalformed:
+    case FramingStatus::kExternalData:
       return absl::StrCat("message on channel ", channel,
                           " refers to bytes outside its slot (Cap'n Proto "
                           "external data, Orphanage::referenceExternalData): "
@@ -356,7 +358,7 @@ TETHER_HOT_PATH FinishResult SlotMessageBuilder::Finish() {
     // bytes outside the arena (Orphanage::referenceExternalData). Those
     // bytes are not in the slot; committing segment 0 alone would send a
     // far pointer to nothing.
-    return {FramingStatus::kMalformed, 0, 0, capacity(), channel_};
+    return {FramingStatus::kExternalData, 0, 0, capacity(), channel_};
   }
   const size_t n0 = segments[0].size();
   const size_t table = TableWords(1);

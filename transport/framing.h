@@ -71,12 +71,14 @@ enum class [[nodiscard]] FramingStatus : uint8_t{
     // Reading: the segment size in the table disagrees with the byte count.
     kSizeMismatch,
     // Reading: the message's pointers are out of bounds, of the wrong kind, too
-    // deep, or exceed the traversal limit. Building: the message refers to
-    // bytes outside the slot (external data adopted into it).
+    // deep, or exceed the traversal limit.
     kMalformed,
     // Building: an InitBlob() call was not valid (not a Data field of a
     // struct of this message, too many blobs).
     kBadBlob,
+    // Building: the message refers to bytes outside the slot (external
+    // data adopted into it, Orphanage::referenceExternalData).
+    kExternalData,
 };
 
 // The most segments a slot message may have. SlotMessageBuilder makes one;
@@ -216,8 +218,8 @@ class SlotMessageBuilder final : public capnp::MessageBuilder {
   // Writes the segment table, copies segment 0 into the slot, points blob
   // fields at their blobs and returns where the framed message starts and
   // how big it is; or kOverflow (it did not fit), kBadBlob (an InitBlob()
-  // misuse) or kMalformed (external data: bytes outside the slot, which a
-  // reader could not reach). A builder with no root yet finishes as a
+  // misuse) or kExternalData (bytes outside the slot, which a reader could
+  // not reach). A builder with no root yet finishes as a
   // message with a null root (16 bytes). RT-safe unless the message
   // overflowed.
   FinishResult Finish();

@@ -43,8 +43,8 @@ enum class [[nodiscard]] PublishStatus {
   kNoLoan,    // no slot to build in; see shm::SendStatus::kNoLoan
   kCorrupt,   // channel memory is corrupt; nothing sent
   kMalformed, // not a valid message: raw Publish of bytes whose framing or
-              // pointers are bad, or a typed build with a bad InitBlob
-              // (last_finish() says which)
+              // pointers are bad, or a typed build with a bad InitBlob or
+              // external data (last_finish() says which)
 };
 const char* ToString(PublishStatus status);
 // What a failed build or copy means for the send: kTooLarge for kOverflow,

@@ -582,7 +582,7 @@ TEST(SlotMessageBuilder, ExternalDataIsRefusedNotCommittedAsAFarPointer) {
       capnp::Orphanage::getForMessageContaining(root).referenceExternalData(
           kj::arrayPtr(kExternal, 16)));
   FinishResult r = builder.Finish();
-  EXPECT_EQ(r.status, FramingStatus::kMalformed);
+  EXPECT_EQ(r.status, FramingStatus::kExternalData);
   EXPECT_THAT(r.ErrorMessage(), HasSubstr("/test/external"));
   EXPECT_THAT(r.ErrorMessage(), HasSubstr("referenceExternalData"));
   EXPECT_FALSE(builder.Reuse(slot.span()));
