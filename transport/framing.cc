@@ -228,7 +228,7 @@ TETHER_HOT_PATH SlotMessageBuilder::SlotMessageBuilder(
       slot_(reinterpret_cast<capnp::word*>(slot.data())),
       slot_words_(CheckSlot(slot)),
       channel_(channel),
-      blob_floor_words_(slot_words_) {
+      message_{.blob_floor_words = slot_words_} {
   if (slot_words_ > arena->words_) {
     Die("slot is larger than the publisher's build arena; words", slot_words_);
   }
@@ -289,14 +289,14 @@ SlotMessageBuilder::BlobField SlotMessageBuilder::ResolveBlobField(
 
 TETHER_HOT_PATH std::span<std::byte> SlotMessageBuilder::InitBlob(
     capnp::AnyStruct::Builder s, BlobField field, size_t size, BlobFill fill) {
-  if (!field.valid || blob_count_ == kMaxBlobs ||
+  if (!field.valid || message_.blob_count == kMaxBlobs ||
       size > (size_t{1} << 29) - 1) {
-    blob_misuse_ = true;
+    message_.blob_misuse = true;
     return {};
   }
   const uint32_t index = field.pointer_index;
   if (index >= s.getPointerSection().size()) {
-    blob_misuse_ = true;
+    message_.blob_misuse = true;
     return {};
   }
   // The pointer section follows the data section (Cap'n Proto's struct
@@ -305,21 +305,21 @@ TETHER_HOT_PATH std::span<std::byte> SlotMessageBuilder::InitBlob(
   const auto* pointer =
       reinterpret_cast<const capnp::word*>(data.end()) + index;
   if (pointer < arena_->base_ || pointer >= arena_->base_ + slot_words_) {
-    blob_misuse_ = true;
+    message_.blob_misuse = true;
     return {};
   }
   const size_t words = (size + 7) / 8;
   // Blobs go from the slot's end backwards; the table and the root need at
   // least two words before them.
-  if (words + 2 > blob_floor_words_) {
-    blob_overflow_ = true;
-    overflow_blob_words_ += words;  // for the size Finish() reports
+  if (words + 2 > message_.blob_floor_words) {
+    message_.blob_overflow = true;
+    message_.overflow_blob_words += words;  // for the size Finish() reports
     return {};
   }
-  blob_floor_words_ -= words;
-  Blob& b = blobs_[blob_count_++];
+  message_.blob_floor_words -= words;
+  Blob& b = blobs_[message_.blob_count++];
   b.pointer_word = static_cast<size_t>(pointer - arena_->base_);
-  b.first_word = blob_floor_words_;
+  b.first_word = message_.blob_floor_words;
   b.words = words;
   b.bytes = size;
   std::byte* bytes = reinterpret_cast<std::byte*>(slot_ + b.first_word);
@@ -334,15 +334,16 @@ TETHER_HOT_PATH std::span<std::byte> SlotMessageBuilder::InitBlob(
 }
 
 TETHER_HOT_PATH FinishResult SlotMessageBuilder::Finish() {
-  reusable_words_ = 0;
+  message_.reusable_words = 0;
   if (!arena_handed_out_) {
     // No root yet: allocate the (null) root pointer.
     (void)getRoot<capnp::AnyPointer>();
   }
   const auto segments = getSegmentsForOutput();
-  uint64_t blob_words = overflow_blob_words_;  // the ones that did not fit
-  for (int i = 0; i < blob_count_; ++i) blob_words += blobs_[i].words;
-  if (blob_misuse_) {
+  // The blobs that did not fit count too.
+  uint64_t blob_words = message_.overflow_blob_words;
+  for (int i = 0; i < message_.blob_count; ++i) blob_words += blobs_[i].words;
+  if (message_.blob_misuse) {
     return {FramingStatus::kBadBlob, 0, 0, capacity(), channel_};
   }
   if (overflowed()) {
@@ -366,12 +367,13 @@ TETHER_HOT_PATH FinishResult SlotMessageBuilder::Finish() {
   // slot's end, so that a reader never needs a second segment (Cap'n
   // Proto's reader allocates bookkeeping for every segment but the first,
   // on every message).
-  if (table + n0 > blob_floor_words_) {
+  if (table + n0 > message_.blob_floor_words) {
     return {FramingStatus::kOverflow,
             (table + n0 + blob_words) * sizeof(capnp::word), 0, capacity(),
             channel_};
   }
-  const size_t start = blob_count_ == 0 ? 0 : blob_floor_words_ - n0 - table;
+  const size_t start =
+      message_.blob_count == 0 ? 0 : message_.blob_floor_words - n0 - table;
   const size_t root = start + table;  // slot word where the root part lands
   capnp::word* out = slot_ + start;
   // The table's last half word is padding: zero it with the table.
@@ -380,7 +382,7 @@ TETHER_HOT_PATH FinishResult SlotMessageBuilder::Finish() {
   StoreU32(out, 1, static_cast<uint32_t>(n0 + blob_words));
   std::memcpy(static_cast<void*>(slot_ + root), arena_->base_,
               n0 * sizeof(capnp::word));
-  for (int k = 0; k < blob_count_; ++k) {
+  for (int k = 0; k < message_.blob_count; ++k) {
     const Blob& b = blobs_[k];
     // A list pointer's target is the word after the pointer plus offset.
     const size_t at = root + b.pointer_word;
@@ -390,29 +392,26 @@ TETHER_HOT_PATH FinishResult SlotMessageBuilder::Finish() {
     std::memcpy(static_cast<void*>(slot_ + at), &list, 8);
   }
   arena_->dirty_words_ = n0;
-  reusable_words_ = RootAlone(arena_->base_, n0) ? n0 : 0;
+  message_.reusable_words = RootAlone(arena_->base_, n0) ? n0 : 0;
   const size_t words =
-      blob_count_ == 0 ? table + n0 : slot_words_ - start;
+      message_.blob_count == 0 ? table + n0 : slot_words_ - start;
   return {FramingStatus::kOk, words * sizeof(capnp::word),
           start * sizeof(capnp::word), capacity(), channel_};
 }
 
 TETHER_HOT_PATH bool SlotMessageBuilder::Reuse(std::span<std::byte> slot) {
-  if (reusable_words_ == 0 || CheckSlot(slot) != slot_words_) return false;
+  if (message_.reusable_words == 0 || CheckSlot(slot) != slot_words_) {
+    return false;
+  }
   // The root struct back to zeros (the root pointer, word 0, stays); every
   // word after it is zero already (Finish() left the arena's dirty bound
-  // at reusable_words_). Until Finish(), all may become dirty, as in
+  // at message_.reusable_words). Until Finish(), all may become dirty, as in
   // allocateSegment().
   std::memset(static_cast<void*>(arena_->base_ + 1), 0,
-              (reusable_words_ - 1) * sizeof(capnp::word));
+              (message_.reusable_words - 1) * sizeof(capnp::word));
   arena_->dirty_words_ = std::max(arena_->dirty_words_, slot_words_ - 1);
   slot_ = reinterpret_cast<capnp::word*>(slot.data());
-  blob_count_ = 0;
-  blob_floor_words_ = slot_words_;
-  blob_overflow_ = false;
-  overflow_blob_words_ = 0;
-  blob_misuse_ = false;
-  reusable_words_ = 0;
+  message_ = PerMessage{.blob_floor_words = slot_words_};
   return true;
 }
 

@@ -241,7 +241,9 @@ class SlotMessageBuilder final : public capnp::MessageBuilder {
   // RT-safe: O(the root struct's words), no allocation.
   bool Reuse(std::span<std::byte> slot);
 
-  bool overflowed() const { return spill_count_ > 0 || blob_overflow_; }
+  bool overflowed() const {
+    return spill_count_ > 0 || message_.blob_overflow;
+  }
   // Slot size in bytes.
   uint64_t capacity() const { return slot_words_ * sizeof(capnp::word); }
 
@@ -258,8 +260,8 @@ class SlotMessageBuilder final : public capnp::MessageBuilder {
     void* address;
     size_t bytes;
   };
-  // spills_[0, spill_count_) and blobs_[0, blob_count_) are set; the rest
-  // is left unset (a builder is made per message: no zeroing of them).
+  // spills_[0, spill_count_) and blobs_[0, message_.blob_count) are set; the
+  // rest is left unset (a builder is made per message: no zeroing of them).
   Spill spills_[kMaxSpills];
   struct Blob {
     size_t pointer_word;  // the field's pointer: word index in the arena
@@ -268,14 +270,20 @@ class SlotMessageBuilder final : public capnp::MessageBuilder {
     uint64_t bytes;
   };
   Blob blobs_[kMaxBlobs];
-  int blob_count_ = 0;
-  size_t blob_floor_words_ = 0;  // blobs occupy [blob_floor, slot end)
-  bool blob_overflow_ = false;
-  size_t overflow_blob_words_ = 0;  // words of blobs refused for want of room
-  bool blob_misuse_ = false;
-  // After a kOk Finish() of a message that was its root alone: the words it
-  // used (the root pointer and the root struct); 0 otherwise (Reuse()).
-  size_t reusable_words_ = 0;
+  // What one message's building has used of the slot: a new builder starts
+  // from PerMessage{.blob_floor_words = slot words}, and Reuse() starts the
+  // next message from the same.
+  struct PerMessage {
+    int blob_count = 0;
+    size_t blob_floor_words = 0;  // blobs occupy [blob_floor, slot end)
+    bool blob_overflow = false;
+    size_t overflow_blob_words = 0;  // words of blobs refused for want of room
+    bool blob_misuse = false;
+    // After a kOk Finish() of a message that was its root alone: the words
+    // it used (the root pointer and the root struct); 0 otherwise (Reuse()).
+    size_t reusable_words = 0;
+  };
+  PerMessage message_;
 };
 
 // Copies already framed bytes (e.g. from a log or a bridge, checked like
