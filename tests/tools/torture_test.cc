@@ -148,7 +148,8 @@ int PublisherLoop(const shm::ChannelOptions& options, const std::string& name,
     const size_t n = st::WritePattern(
         loan, id, seq,
         sizeof(st::PatternHeader) + rng() % (max - sizeof(st::PatternHeader)));
-    const shm::SendResult r = (*pub)->Send(n);
+    // With the origin the readers' checkers expect (stress_util.h).
+    const shm::SendResult r = st::SendWithStressOrigin(**pub, n, id, seq);
     if (r.status != shm::SendStatus::kOk) {
       return tolerant ? (cb->reported = 1, 0) : 13;
     }
@@ -217,10 +218,12 @@ int TortureNode(const std::string& in, const std::string& out) {
   auto watcher = l->MakeRawWatcher(in, [s, id](const transport::RawMessage& m) {
     std::span<std::byte> loan = s->Loan();
     if (loan.empty()) return;
+    const uint64_t seq = s->messages_sent();
     const size_t n = st::WritePattern(
-        loan, id, s->messages_sent(),
-        sizeof(st::PatternHeader) + m.bytes.size() % 256);
-    (void)s->Send(n);
+        loan, id, seq, sizeof(st::PatternHeader) + m.bytes.size() % 256);
+    shm::SendTimes times;  // clocks from commit; the origin checkers expect
+    times.origin = st::StressOrigin(id, seq);
+    (void)s->Send(n, &times);
   });
   if (!watcher.ok()) return loop::FailNode(env.node_name, watcher.status());
   const int rc = (*main)->Run();
