@@ -294,7 +294,8 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Map(
     return absl::FailedPreconditionError(absl::StrCat(
         "channel ", name, " exists with params ", DescribeParams(found),
         " but this process expects ", DescribeParams(*expected),
-        ": make every process use the same config, or remove ", path));
+        ": make every process use the same config; ",
+        ChangeAdvice(options, name)));
   }
   Layout l = Layout::For(found, h.metadata_size);
   StateLayout sl = StateLayout::For(found);
@@ -435,11 +436,14 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Map(
       (expected_metadata.size() != c->metadata_.size() ||
        !std::equal(expected_metadata.begin(), expected_metadata.end(),
                    c->metadata_.begin()))) {
+    const size_t found_bytes = c->metadata_.size();
+    c.reset();  // unmapped and unlocked: ChangeAdvice() sees others only
     return absl::FailedPreconditionError(absl::StrCat(
-        "channel ", c->name_, " exists with different metadata (",
-        c->metadata_.size(), " bytes vs ", expected_metadata.size(),
+        "channel ", name, " exists with different metadata (", found_bytes,
+        " bytes vs ", expected_metadata.size(),
         " expected): another process created it with another type or "
-        "schema; remove ", c->path_, " or fix the config"));
+        "schema; make every process use the same config; ",
+        ChangeAdvice(options, name)));
   }
   if (options.lock_memory &&
       (::mlock(m, l.total) != 0 || ::mlock(sm, sl.total) != 0)) {

@@ -225,6 +225,15 @@ class Channel {
   // say how to recover.
   static std::string CleanCommand(const ChannelOptions& options);
 
+  // How to change channel `name` (another shape or type than a config now
+  // asks for), for the errors that refuse such an open: stop the processes
+  // that still use it, if any (InUse), and run CleanCommand(); never remove
+  // the file under a live process (it keeps the old channel, and the stack
+  // splits in two). Call it while this process does not have the channel
+  // open (its own lock would count). Error path; not RT-safe.
+  static std::string ChangeAdvice(const ChannelOptions& options,
+                                  std::string_view name);
+
   // The mode of the reader-state files made with `options`:
   // options.reader_mode, or `mode` plus group write where the group may
   // read the data (0640 -> 0660). Any thread; RT-safe.

@@ -88,6 +88,21 @@ std::string Channel::CleanCommand(const ChannelOptions& options) {
                       " --instance ", quoted(options.instance));
 }
 
+std::string Channel::ChangeAdvice(const ChannelOptions& options,
+                                  std::string_view name) {
+  const absl::StatusOr<bool> busy = InUse(options, name);
+  if (busy.ok() && !*busy) {
+    return absl::StrCat("no live process uses it, so `", CleanCommand(options),
+                        "` removes it and the next start makes it anew");
+  }
+  return absl::StrCat(
+      "to change it, stop every process that uses it (a live one does), "
+      "then `", CleanCommand(options),
+      "` removes it and the next start makes it anew (a file removed under "
+      "a live process splits the stack: that process keeps the old "
+      "channel)");
+}
+
 mode_t Channel::ReaderModeFor(const ChannelOptions& options) {
   return options.reader_mode.value_or(options.mode |
                                       ((options.mode & 0040) >> 1));

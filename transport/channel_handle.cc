@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "capnp/message.h"
 #include "capnp/serialize.h"
 #include "kj/exception.h"
@@ -24,6 +26,10 @@ struct CreatePlan {
   shm::QueueParams params;
   kj::Array<capnp::word> metadata;
   shm::ChannelOptions options;
+  // What the metadata says, for errors.
+  std::string type_name;
+  uint32_t max_size = 0;
+  double frequency_hz = 0;
 
   std::span<const std::byte> metadata_bytes() const {
     return {reinterpret_cast<const std::byte*>(metadata.begin()),
@@ -70,7 +76,65 @@ absl::StatusOr<CreatePlan> PlanCreate(const shm::ChannelOptions& options,
   absl::StatusOr<shm::ChannelOptions> files =
       ChannelHandle::FileOptions(options, channel);
   if (!files.ok()) return files.status();
-  return CreatePlan{name, *params, capnp::messageToFlatArray(message), *files};
+  return CreatePlan{name,
+                    *params,
+                    capnp::messageToFlatArray(message),
+                    *files,
+                    schema->getProto().getDisplayName(),
+                    channel.getMaxSize(),
+                    channel.getFrequencyHz()};
+}
+
+// OpenOrCreate() refused an existing channel of `plan`'s name (`refusal`):
+// says what differs in a config's words (type, maxSize, frequencyHz,
+// schema) rather than shm's byte counts of the channel info, beside shm's
+// own words where the queue's shape differs too; `refusal` as it is when
+// the channel cannot be opened to look. Error path only.
+absl::Status DescribeRefusal(const CreatePlan& plan, absl::Status refusal) {
+  std::string found_type;
+  std::vector<std::string> differences;
+  bool same_shape = false;
+  {
+    absl::StatusOr<std::unique_ptr<ChannelHandle>> existing =
+        ChannelHandle::Open(plan.options, plan.name);
+    if (!existing.ok()) return refusal;
+    const ChannelHandle& h = **existing;
+    same_shape = h.params() == plan.params;
+    found_type = h.type_name();
+    if (h.type_name() != plan.type_name) {
+      differences.push_back(absl::StrCat("it carries ", h.type_name(),
+                                         ", this config says ",
+                                         plan.type_name));
+    }
+    if (h.max_size() != plan.max_size) {
+      differences.push_back(absl::StrCat("its maxSize is ", h.max_size(),
+                                         ", this config's ", plan.max_size));
+    }
+    if (h.frequency_hz() != plan.frequency_hz) {
+      differences.push_back(absl::StrCat("its frequencyHz is ",
+                                         h.frequency_hz(), ", this config's ",
+                                         plan.frequency_hz));
+    }
+  }  // closed: ChangeAdvice() must not count this process's own lock
+  if (!same_shape) {
+    // shm's refusal names both shapes and says what to do.
+    if (differences.empty()) return refusal;
+    return absl::FailedPreconditionError(
+        absl::StrCat("channel ", plan.name, ": ",
+                     absl::StrJoin(differences, "; "), "; and ",
+                     refusal.message()));
+  }
+  if (differences.empty()) {
+    differences.push_back(absl::StrCat(
+        "it carries ", found_type,
+        " as this program does, but from another version of its schema (the "
+        ".capnp file changed since the channel was made)"));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "channel ", plan.name, " exists with other channel info: ",
+      absl::StrJoin(differences, "; "),
+      ". Make every process use the same config and schema; ",
+      shm::Channel::ChangeAdvice(plan.options, plan.name)));
 }
 
 }  // namespace
@@ -123,6 +187,9 @@ absl::StatusOr<std::unique_ptr<ChannelHandle>> ChannelHandle::Create(
   if (!plan.ok()) return plan.status();
   absl::StatusOr<std::unique_ptr<shm::Channel>> shm = shm::Channel::OpenOrCreate(
       plan->options, plan->name, plan->params, plan->metadata_bytes());
+  if (absl::IsFailedPrecondition(shm.status())) {
+    return DescribeRefusal(*plan, shm.status());
+  }
   if (!shm.ok()) return shm.status();
   return FromShm(std::move(*shm));
 }

@@ -117,6 +117,22 @@ TEST(Channel, ParamsMismatchOnOpenNamesBothSides) {
   ASSERT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(c.status().message(), HasSubstr("queue_depth=8"));
   EXPECT_THAT(c.status().message(), HasSubstr("queue_depth=16"));
+  // Nothing has it open now: the clean command removes it.
+  EXPECT_THAT(c.status().message(), HasSubstr("no live process uses it"));
+  EXPECT_THAT(c.status().message(), HasSubstr("tether clean --root"));
+}
+
+TEST(Channel, ParamsMismatchWhileInUseSaysStopTheUsersFirst) {
+  ScopedRoot root;
+  auto user = Channel::OpenOrCreate(root.options(), "c", SmallParams());
+  ASSERT_TRUE(user.ok());
+  QueueParams other = SmallParams();
+  other.queue_depth = 16;
+  auto c = Channel::OpenOrCreate(root.options(), "c", other);
+  ASSERT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("stop every process that uses it"));
+  EXPECT_THAT(c.status().message(), HasSubstr("splits the stack"));
 }
 
 TEST(Channel, MetadataMismatchOnOpenIsAnError) {
@@ -126,6 +142,8 @@ TEST(Channel, MetadataMismatchOnOpenIsAnError) {
   auto c = Channel::OpenOrCreate(root.options(), "c", SmallParams(), Bytes("B"));
   ASSERT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(c.status().message(), HasSubstr("different metadata"));
+  // The refused open's own lock is gone before the advice looks.
+  EXPECT_THAT(c.status().message(), HasSubstr("no live process uses it"));
 }
 
 TEST(Channel, InvalidParamsAreRejectedWithTheValidRange) {

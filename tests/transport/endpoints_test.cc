@@ -30,6 +30,7 @@ namespace tether::transport {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class EndpointsTest : public ::testing::Test {
  protected:
@@ -403,8 +404,57 @@ TEST_F(EndpointsTest, ReopeningAChannelWithAnotherTypeIsRefused) {
   c.setMaxPublishers(2);
   c.setMaxPinned(4);
   auto again = ChannelHandle::Create(root_.options(), c.asReader(), schemas_);
-  ASSERT_FALSE(again.ok());
-  EXPECT_THAT(again.status().message(), HasSubstr("different metadata"));
+  ASSERT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  // Both types by name, and how to change the channel: `ch` (this
+  // process) still has it open, so removing it is not the advice.
+  EXPECT_THAT(again.status().message(),
+              HasSubstr(absl::StrCat("it carries ", kSample,
+                                     ", this config says ", kScalars)));
+  EXPECT_THAT(again.status().message(),
+              HasSubstr("stop every process that uses it"));
+  EXPECT_THAT(again.status().message(), HasSubstr("tether clean --root"));
+  // Once nobody uses it, the advice is the clean command alone.
+  ch.reset();
+  auto unused = ChannelHandle::Create(root_.options(), c.asReader(), schemas_);
+  ASSERT_EQ(unused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(unused.status().message(), HasSubstr("no live process uses it"));
+}
+
+TEST_F(EndpointsTest, ReopeningAChannelWithAnotherMaxSizeOrRateNamesThem) {
+  auto ch = MakeChannel("/rate", kSample, 256);
+  capnp::MallocMessageBuilder m;
+  auto c = m.initRoot<config::Channel>();
+  c.setName("/rate");
+  c.setType(kSample);
+  c.setMaxSize(250);  // the same slots (rounded up to 256), another maxSize
+  c.setFrequencyHz(50);
+  c.setQueueDepth(8);
+  c.setMaxPublishers(2);
+  c.setMaxPinned(4);
+  auto again = ChannelHandle::Create(root_.options(), c.asReader(), schemas_);
+  ASSERT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(again.status().message(),
+              HasSubstr("its maxSize is 256, this config's 250"));
+  EXPECT_THAT(again.status().message(),
+              HasSubstr("its frequencyHz is 0, this config's 50"));
+  EXPECT_THAT(again.status().message(), Not(HasSubstr("it carries")));
+}
+
+TEST_F(EndpointsTest, AnotherTypeAndShapeNamesBoth) {
+  auto ch = MakeChannel("/both", kSample, 256);
+  capnp::MallocMessageBuilder m;
+  auto c = m.initRoot<config::Channel>();
+  c.setName("/both");
+  c.setType(kScalars);
+  c.setMaxSize(256);
+  c.setQueueDepth(16);
+  c.setMaxPublishers(2);
+  c.setMaxPinned(4);
+  auto again = ChannelHandle::Create(root_.options(), c.asReader(), schemas_);
+  ASSERT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(again.status().message(),
+              HasSubstr(absl::StrCat("it carries ", kSample)));
+  EXPECT_THAT(again.status().message(), HasSubstr("queue_depth=16"));
 }
 
 TEST_F(EndpointsTest, TheConfigsModeAndGroupAreApplied) {
