@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "transport/text_hints.h"
 
 namespace tether::transport {
 namespace {
@@ -145,9 +146,13 @@ absl::StatusOr<ChannelHandle*> ChannelSet::Find(const std::string& name) const {
   if (it != channels_.end()) return it->second.get();
   std::vector<std::string> names;
   for (const auto& [n, _] : channels_) names.push_back(n);
+  const bool relative = !name.empty() && name[0] != '/';
   return absl::NotFoundError(absl::StrCat(
       "no channel ", name, " in the stack config (channels: ",
-      absl::StrJoin(names, ", "), "): add it to the config's channels"));
+      internal::ListNames(names), "): ",
+      relative ? "channel names start with \"/\""
+               : "add it to the config's channels",
+      internal::DidYouMean(relative ? absl::StrCat("/", name) : name, names)));
 }
 
 }  // namespace tether::transport

@@ -25,6 +25,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A Scalars channel entry; `extra` is more JSON members (with a comma).
 std::string Channel(const std::string& name, int depth,
@@ -155,6 +156,30 @@ TEST_F(ChannelSetTest, MoreChannelsAreCreatedAndFoundWithTheStacks) {
   // Abandon takes back what Create made.
   (*set)->Abandon();
   EXPECT_NE(::access(root_.root().c_str(), F_OK), 0);
+}
+
+TEST_F(ChannelSetTest, AMissingChannelGetsTheFixThatWorks) {
+  auto set = ChannelSet::Create(root_.options(),
+                                Parse(Stack({Channel("/ping", 8)})), schemas_);
+  ASSERT_TRUE(set.ok()) << set.status();
+  // A name without its leading slash: adding "ping" to the config would be
+  // refused, so the advice is the slash.
+  auto relative = (*set)->Find("ping");
+  ASSERT_EQ(relative.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(relative.status().message(),
+              HasSubstr("channel names start with \"/\"; did you mean "
+                        "\"/ping\"?"));
+  EXPECT_THAT(relative.status().message(),
+              Not(HasSubstr("add it to the config")));
+  auto typo = (*set)->Find("/pnig");
+  EXPECT_THAT(typo.status().message(),
+              HasSubstr("add it to the config's channels; did you mean "
+                        "\"/ping\"?"));
+  auto other = (*set)->Find("/camera");
+  EXPECT_THAT(other.status().message(),
+              HasSubstr("(channels: \"/ping\"): add it to the config's "
+                        "channels"));
+  EXPECT_THAT(other.status().message(), Not(HasSubstr("did you mean")));
 }
 
 }  // namespace
