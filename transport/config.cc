@@ -5,10 +5,12 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <system_error>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "capnp/compat/json.h"
@@ -21,6 +23,7 @@
 #include "transport/json_locator.h"
 #include "transport/text_hints.h"
 #include "transport/json_text.h"
+#include "transport/queue_shape.h"
 
 namespace tether::transport {
 namespace {
@@ -300,6 +303,15 @@ class StackConfigLoader {
     JsonSchemaChecker checker(
         [this, index](const std::string& path, std::string message) {
           Error(index, path, std::move(message));
+        },
+        [](const std::string& path) {
+          // "channels[3].maxSize": what a channel's field takes.
+          if (!absl::StartsWith(path, "channels[")) return std::string();
+          const size_t dot = path.rfind('.');
+          return dot == std::string::npos
+                     ? std::string()
+                     : ChannelFieldRange(
+                           std::string_view(path).substr(dot + 1));
         });
     checker.CheckStruct(json.asReader(), capnp::Schema::from<config::Stack>(),
                         "");

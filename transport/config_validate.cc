@@ -126,9 +126,7 @@ class StackValidator {
 
     const uint32_t max_size = channel.getMaxSize();
     const std::string size_range =
-        absl::StrCat("use ", kMinMaxSize, "..", shm::kMaxSlotSize,
-                     " bytes (the largest framed message: 8-byte segment "
-                     "table + message)");
+        absl::StrCat("use ", ChannelFieldRange("maxSize"));
     if (max_size == 0) {
       problems_.Error(file, ChannelPath(i, "maxSize"),
             absl::StrCat("missing or 0; ", size_range));
@@ -158,15 +156,13 @@ class StackValidator {
     if (channel.getMaxPublishers() == 0 ||
         channel.getMaxPublishers() > shm::kMaxPublishers) {
       problems_.Error(file, ChannelPath(i, "maxPublishers"),
-            absl::StrCat(channel.getMaxPublishers(),
-                         " is out of range; use 1..", shm::kMaxPublishers));
+            absl::StrCat(channel.getMaxPublishers(), " is out of range; use ",
+                         ChannelFieldRange("maxPublishers")));
     }
     if (channel.getMaxPinned() > shm::kMaxPinned) {
       problems_.Error(file, ChannelPath(i, "maxPinned"),
-            absl::StrCat(channel.getMaxPinned(), " is too many; use 0..",
-                         shm::kMaxPinned,
-                         " (one bit per pinning reader in a slot's pin "
-                         "word)"));
+            absl::StrCat(channel.getMaxPinned(), " is too many; use ",
+                         ChannelFieldRange("maxPinned")));
     }
 
     ValidateMode(i, file, "mode", View(channel.getMode()), /*optional=*/false);

@@ -1,5 +1,7 @@
 #include "transport/json_check.h"
 
+#include <charconv>
+
 #include <cmath>
 #include <sstream>
 #include <vector>
@@ -25,9 +27,13 @@ std::string JsonSchemaChecker::Kind(capnp::JsonValue::Reader value) {
     case capnp::JsonValue::BOOLEAN:
       return value.getBoolean() ? "true" : "false";
     case capnp::JsonValue::NUMBER: {
-      std::ostringstream out;
-      out << value.getNumber();
-      return absl::StrCat("the number ", out.str());
+      // The shortest text that reads back as the same double: 4294967296,
+      // not 4.29497e+09.
+      char text[64];
+      const std::to_chars_result end =
+          std::to_chars(text, text + sizeof(text), value.getNumber());
+      return absl::StrCat("the number ",
+                          absl::string_view(text, end.ptr - text));
     }
     case capnp::JsonValue::STRING:
       return absl::StrCat("the string ", Quote(View(value.getString())));
@@ -111,7 +117,9 @@ void JsonSchemaChecker::CheckInteger(capnp::JsonValue::Reader value,
     return r.str();
   };
   const auto out_of_range = [&] {
-    error_(path, absl::StrCat(Kind(value), " is out of range; use ", range()));
+    std::string valid = range_of_ ? range_of_(path) : std::string();
+    if (valid.empty()) valid = range();
+    error_(path, absl::StrCat(Kind(value), " is out of range; use ", valid));
   };
   double number = 0;
   if (value.which() == capnp::JsonValue::NUMBER) {

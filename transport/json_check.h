@@ -21,9 +21,14 @@ class JsonSchemaChecker {
  public:
   // `error(path, message)` is called once per problem; `path` is the field
   // path ("channels[2].queueDepth", "" for the top level).
+  // `range_of(path)`, if given, is the valid range of an integer field
+  // in the caller's words ("16..268435456 bytes"), or "" to name the
+  // field type's own range: an out-of-range value is told what the field
+  // takes, not only what its type can hold.
   explicit JsonSchemaChecker(
-      std::function<void(const std::string& path, std::string message)> error)
-      : error_(std::move(error)) {}
+      std::function<void(const std::string& path, std::string message)> error,
+      std::function<std::string(const std::string& path)> range_of = nullptr)
+      : error_(std::move(error)), range_of_(std::move(range_of)) {}
 
   // Checks `value` (from capnp::JsonCodec::decodeRaw) as a `schema` struct
   // at `path`. Any thread.
@@ -42,6 +47,7 @@ class JsonSchemaChecker {
                   const std::string& path);
 
   std::function<void(const std::string&, std::string)> error_;
+  std::function<std::string(const std::string&)> range_of_;
 };
 
 }  // namespace tether::transport

@@ -57,7 +57,7 @@ class Scanner {
   }
 
   std::string Describe() const {
-    if (AtEnd()) return "the end of the file";
+    if (AtEnd()) return "end of file";
     const char c = Peek();
     if (static_cast<unsigned char>(c) < 0x20) return "a control character";
     return absl::StrCat("'", std::string(1, c), "'");

@@ -29,8 +29,7 @@ DepthResult ResolveQueueDepth(config::Channel::Reader channel) {
   const uint32_t depth = channel.getQueueDepth();
   const double frequency = channel.getFrequencyHz();
   const double history = channel.getHistorySeconds();
-  const std::string valid =
-      absl::StrCat("a power of two in 2..", shm::kMaxQueueDepth);
+  const std::string valid = ChannelFieldRange("queueDepth");
   if (!std::isfinite(history) || history < 0) {
     return {0, "historySeconds",
             absl::StrCat(history, " is not valid; use seconds > 0")};
@@ -91,6 +90,25 @@ absl::StatusOr<uint32_t> QueueDepthFor(config::Channel::Reader channel) {
                      depth.field, ": ", depth.error));
   }
   return depth.depth;
+}
+
+std::string ChannelFieldRange(std::string_view field) {
+  if (field == "maxSize") {
+    return absl::StrCat(kMinMaxSize, "..", shm::kMaxSlotSize,
+                        " bytes (the largest framed message: 8-byte segment "
+                        "table + message)");
+  }
+  if (field == "queueDepth") {
+    return absl::StrCat("a power of two in 2..", shm::kMaxQueueDepth);
+  }
+  if (field == "maxPublishers") {
+    return absl::StrCat("1..", shm::kMaxPublishers);
+  }
+  if (field == "maxPinned") {
+    return absl::StrCat("0..", shm::kMaxPinned,
+                        " (one bit per pinning reader in a slot's pin word)");
+  }
+  return "";
 }
 
 absl::StatusOr<shm::QueueParams> QueueParamsFor(

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "shm/queue_params.h"
@@ -17,6 +18,12 @@ namespace tether::transport {
 // Segment table word + root pointer word: the smallest framed message, and
 // so the smallest maxSize.
 inline constexpr uint32_t kMinMaxSize = 16;
+
+// The valid values of a channel's numeric config field as errors give them
+// after "use " (maxSize, queueDepth, maxPublishers, maxPinned); "" for any
+// other field. One wording for the JSON check (a value no field of its
+// type can hold) and the config's own validation. Any thread.
+std::string ChannelFieldRange(std::string_view field);
 
 // The queue depth a channel asks for: queueDepth if set, else
 // ceil(frequencyHz * historySeconds) rounded up to a power of two (>= 2).

@@ -199,10 +199,37 @@ std::vector<BadConfig> BadConfigs() {
              {R"({"name": "/a", "type": "test.capnp:A", "maxSize": "64", "queueDepth": 4})"})}},
        {"channels[0].maxSize: expected a whole number, got the string "
         "\"64\""}},
+      // A value the field's type cannot hold is told the field's own
+      // range, as the config's validation would word it.
       {"NumberOutOfRange",
        {{"stack.json", Stack({Channel("/a", R"("queueDepth": -4)")})}},
-       {"channels[0].queueDepth: the number -4 is out of range; use "
+       {"channels[0].queueDepth: the number -4 is out of range; use a "
+        "power of two in 2..1048576"}},
+      {"NegativeMaxSize",
+       {{"stack.json",
+         Stack({R"({"name": "/a", "type": "test.capnp:A", "maxSize": -256, "queueDepth": 4})"})}},
+       {"channels[0].maxSize: the number -256 is out of range; use "
+        "16..268435456 bytes"}},
+      // Printed as written, not rounded to six digits (4.29497e+09).
+      {"HugeMaxSize",
+       {{"stack.json",
+         Stack({R"({"name": "/a", "type": "test.capnp:A", "maxSize": 4294967296, "queueDepth": 4})"})}},
+       {"channels[0].maxSize: the number 4294967296 is out of range; use "
+        "16..268435456 bytes"}},
+      {"NegativePublishers",
+       {{"stack.json",
+         Stack({Channel("/a", R"("queueDepth": 4, "maxPublishers": -1)")})}},
+       {"channels[0].maxPublishers: the number -1 is out of range; use "
+        "1..1024"}},
+      // A field without a range of its own keeps its type's.
+      {"NodeFieldOutOfRange",
+       {{"stack.json",
+         Stack({a}, {Node("n", R"("restart": {"backoffMs": -5})")})}},
+       {"nodes[0].restart.backoffMs: the number -5 is out of range; use "
         "0..4294967295"}},
+      {"CutShortFile",
+       {{"stack.json", R"({"channels": [])"}},
+       {"stack.json:1:", "unexpected end of file; expected"}},
       {"NullValue",
        {{"stack.json",
          Stack({Channel("/a", R"("queueDepth": 4, "group": null)")})}},
