@@ -197,7 +197,9 @@ std::string FinishResult::ErrorMessage() const {
     case FramingStatus::kBadBlob:
       return absl::StrCat("message on channel ", channel,
                           ": InitBlob() was given a field that is not a Data "
-                          "field of a struct of this message, or more than ",
+                          "field of a struct of this message (outside a "
+                          "union), a field that has a blob already, or more "
+                          "than ",
                           SlotMessageBuilder::kMaxBlobs, " blobs");
     default:
       return absl::StrCat("message for channel ", channel,
@@ -308,6 +310,16 @@ TETHER_HOT_PATH std::span<std::byte> SlotMessageBuilder::InitBlob(
     message_.blob_misuse = true;
     return {};
   }
+  const size_t pointer_word = static_cast<size_t>(pointer - arena_->base_);
+  // A second blob for one field would leave the first one's bytes in the
+  // message with nothing pointing at them: whatever an earlier message
+  // left there would reach a log that records the framed bytes.
+  for (int k = 0; k < message_.blob_count; ++k) {
+    if (blobs_[k].pointer_word == pointer_word) {
+      message_.blob_misuse = true;
+      return {};
+    }
+  }
   const size_t words = (size + 7) / 8;
   // Blobs go from the slot's end backwards; the table and the root need at
   // least two words before them.
@@ -318,7 +330,7 @@ TETHER_HOT_PATH std::span<std::byte> SlotMessageBuilder::InitBlob(
   }
   message_.blob_floor_words -= words;
   Blob& b = blobs_[message_.blob_count++];
-  b.pointer_word = static_cast<size_t>(pointer - arena_->base_);
+  b.pointer_word = pointer_word;
   b.first_word = message_.blob_floor_words;
   b.words = words;
   b.bytes = size;

@@ -194,8 +194,13 @@ class SlotMessageBuilder final : public capnp::MessageBuilder {
   // until Finish(). The field reads as null while building (do not get or
   // init it through Cap'n Proto afterwards); Finish() points it at the
   // blob. Empty span (and Finish() reports why: kBadBlob) if `field` is
-  // invalid (not a Data field of `s` outside a union), there are kMaxBlobs
-  // already, or (kOverflow) the slot has no room.
+  // invalid (not a Data field of `s` outside a union), it has a blob in
+  // this message already, there are kMaxBlobs already, or (kOverflow) the
+  // slot has no room. The caller writes every byte of a kUninitialized
+  // blob, and keeps `s` in the message (a struct replaced after InitBlob,
+  // e.g. by a second init of it, leaves its blob unreferenced: the bytes
+  // are still framed, and what an earlier message left there would reach
+  // a log that records framed bytes).
   // RT-safe (with kZeroed: a memset of `size`).
   std::span<std::byte> InitBlob(capnp::AnyStruct::Builder s, BlobField field,
                                 size_t size,

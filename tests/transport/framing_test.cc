@@ -428,6 +428,19 @@ TEST(SlotMessageBuilder, BlobMisuseAndOverflowAreErrors) {
                     .empty());  // in a union
     EXPECT_EQ(builder.Finish().status, FramingStatus::kBadBlob);
   }
+  {
+    // A second blob for one field: the first one's bytes (here an earlier
+    // message's 0xA1s, never written) would stay framed with nothing
+    // pointing at them.
+    std::memset(slot.span().data(), 0xA1, slot.span().size());
+    SlotMessageBuilder builder(slot.arena(), slot.span(), "/test/blob");
+    auto sample = builder.initRoot<Sample>();
+    const auto field = SlotMessageBuilder::ResolveBlobField(
+        capnp::Schema::from<Sample>().getFieldByName("blob"));
+    EXPECT_EQ(builder.InitBlob(sample, field, 3000).size(), 3000u);
+    EXPECT_TRUE(builder.InitBlob(sample, field, 10).empty());
+    EXPECT_EQ(builder.Finish().status, FramingStatus::kBadBlob);
+  }
   // The arena is fine afterwards.
   SlotMessageBuilder builder(slot.arena(), slot.span(), "/test/blob");
   builder.initRoot<Scalars>().setU8(1);
