@@ -157,7 +157,7 @@ absl::StatusOr<BagReplayResult> ReplayBag(ros1msg::BagReader& bag,
     std::span<std::byte> loan = out.publisher->Loan();
     if (loan.empty()) {
       // Counted in the channel's send_failures too, as a failed Send() is.
-      out.publisher->CountFailure(transport::PublishStatus::kNoLoan);
+      (void)out.publisher->CountFailure(transport::PublishStatus::kNoLoan);
       ++result.dropped;
       continue;
     }

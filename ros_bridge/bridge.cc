@@ -331,7 +331,8 @@ void Bridge::Impl::PublishStatus() {
   if (status_publisher_ == nullptr) return;
   std::span<std::byte> loan = status_publisher_->Loan();
   if (loan.empty()) {
-    status_publisher_->CountFailure(transport::PublishStatus::kNoLoan);
+    (void)status_publisher_->CountFailure(
+        transport::PublishStatus::kNoLoan);
     return;
   }
   transport::SlotMessageBuilder builder(status_arena_.get(), loan,

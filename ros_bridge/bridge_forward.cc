@@ -62,7 +62,7 @@ void Bridge::Impl::OnRosMessage(
   std::span<std::byte> loan = r->publisher->Loan();
   if (loan.empty()) {
     r->counters.dropped_full.fetch_add(1, std::memory_order_relaxed);
-    r->publisher->CountFailure(transport::PublishStatus::kNoLoan);
+    (void)r->publisher->CountFailure(transport::PublishStatus::kNoLoan);
     return;
   }
   transport::FinishResult finish;

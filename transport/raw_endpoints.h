@@ -60,9 +60,13 @@ inline PublishStatus PublishStatusOf(const FinishResult& finished) {
 // recorded ones.
 using SendTimes = shm::SendTimes;
 
-struct PublishResult {
+// What a send did. [[nodiscard]]: a failed send is counted
+// (send_failures()), but only the caller can act on it, so ignoring it
+// takes a (void).
+struct [[nodiscard]] PublishResult {
   PublishStatus status = PublishStatus::kOk;
   uint64_t queue_index = 0;
+  bool ok() const { return status == PublishStatus::kOk; }
 };
 
 // What an event loop hooks into the endpoints it hands out, so that send and

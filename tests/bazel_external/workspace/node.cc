@@ -1,9 +1,14 @@
 // A node of the external workspace: its own schema, a stack given as text,
-// a sender and a watcher on one UringEventLoop. Prints "ok <sequence>".
+// a sender and a watcher on one UringEventLoop whose wake backend the
+// application chooses (argv[2], default: the best the kernel offers), with
+// stop signals. Prints "ok <sequence> <backend>".
 #include <cstdio>
 #include <string>
 
+#include "loop/kernel_probe.h"
+#include "loop/signals.h"
 #include "loop/uring_event_loop.h"
+#include "loop/wake_port.h"
 #include "ping.capnp.h"
 #include "transport/channel_set.h"
 #include "transport/config.h"
@@ -13,9 +18,20 @@ using namespace tether;
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: node SHM_ROOT\n");
+    std::fprintf(stderr, "usage: node SHM_ROOT [BACKEND]\n");
     return 2;
   }
+  loop::UringEventLoopOptions loop_options;
+  if (argc > 2) {
+    loop_options.port.backend = loop::ParseWakeBackend(argv[2]);
+    if (!loop_options.port.backend.has_value()) {
+      std::fprintf(stderr, "unknown wake backend %s\n", argv[2]);
+      return 2;
+    }
+  }
+  auto stop = loop::StopSignals::Install();
+  if (!stop.ok()) return 1;
+  loop_options.stop_signals = stop->get();
   transport::SchemaRegistry schemas;
   schemas.Register<Ping>();
   auto stack = transport::ParseStackConfig(
@@ -31,8 +47,12 @@ int main(int argc, char** argv) {
   options.instance = "external";
   auto channels = transport::ChannelSet::Create(options, *stack, schemas);
   if (!channels.ok()) return 1;
-  auto loop = loop::UringEventLoop::Create("node", channels->get());
-  if (!loop.ok()) return 1;
+  auto loop =
+      loop::UringEventLoop::Create("node", channels->get(), loop_options);
+  if (!loop.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(loop.status().message()).c_str());
+    return 1;
+  }
   auto sender = (*loop)->MakeSender<Ping>("/ping");
   if (!sender.ok()) return 1;
   uint64_t got = 0;
@@ -46,9 +66,11 @@ int main(int argc, char** argv) {
     loop::Loan<Ping> loan = (*sender)->MakeLoan();
     loan.root().setSequence(42);
     loan.root().setNote("from an external workspace");
-    (void)(*sender)->Send(std::move(loan));
+    if (!(*sender)->Send(std::move(loan)).ok()) (*loop)->Exit();
   });
   (*loop)->Run();
-  std::printf("ok %llu\n", static_cast<unsigned long long>(got));
+  std::printf("ok %llu %s\n", static_cast<unsigned long long>(got),
+              std::string(loop::WakeBackendName((*loop)->backend()))
+                  .c_str());
   return got == 42 ? 0 : 1;
 }
