@@ -47,6 +47,7 @@ using internal::Escape;
 using internal::Initialise;
 using internal::InitialiseState;
 using internal::NewNonce;
+using internal::NoRoomForAFile;
 using internal::NoSpaceStatus;
 using internal::RemoveStateFiles;
 using internal::StatePath;
@@ -152,6 +153,9 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::OpenOrCreate(
     if (state_linked != 0) {
       ::close(data->fd);
       ::unlink(data->tmp.c_str());
+      // A tmpfs takes an inode for each link too, so a filesystem with
+      // room for the two unnamed files can still refuse their names.
+      if (state_errno == ENOSPC) return NoRoomForAFile(name_str, dir);
       return ErrnoStatus(state_errno, absl::StrCat("cannot publish ", state_path));
     }
     const int linked = ::link(data->tmp.c_str(), path.c_str());
@@ -174,6 +178,7 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::OpenOrCreate(
     }
     ::close(data->fd);
     ::unlink(state_path.c_str());  // ours, and nobody's now
+    if (link_errno == ENOSPC) return NoRoomForAFile(name_str, dir);
     if (link_errno != EEXIST) {
       return ErrnoStatus(link_errno, absl::StrCat("cannot publish ", path));
     }

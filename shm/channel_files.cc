@@ -106,8 +106,12 @@ absl::Status ErrnoStatus(int err, const std::string& what) {
           msg, " (you are ", internal::DescribeSelf(), ")"));
     case ENOSPC:
     case ENOMEM:
-      return absl::ResourceExhaustedError(
-          absl::StrCat(msg, " (is /dev/shm full? see `df -h /dev/shm`)"));
+      // The root need not be /dev/shm, and a tmpfs runs out of inodes
+      // (nr_inodes) as well as of bytes: `what` names the file.
+      return absl::ResourceExhaustedError(absl::StrCat(
+          msg, " (its filesystem is out of space or of inodes: see `df -h` "
+               "and `df -i` on its folder; remove stale stacks with `tether "
+               "clean`, or give the tmpfs more size or nr_inodes)"));
     default:
       return absl::InternalError(msg);
   }

@@ -38,6 +38,11 @@ std::string HumanBytes(uint64_t n);
 absl::Status NoSpaceStatus(const std::string& name, const std::string& dir,
                            uint64_t bytes);
 
+// Channel `name`'s file could not be made or named in `dir` (ENOSPC after
+// the space check passed): out of inodes (say so, with the tmpfs option
+// that grows them) or filled since. ResourceExhausted.
+absl::Status NoRoomForAFile(const std::string& name, const std::string& dir);
+
 std::string Escape(std::string_view name);
 
 std::string Unescape(std::string_view file);

@@ -239,8 +239,14 @@ CheckResult CheckMemlock(const DoctorInputs& in) {
   return Result("memlock", title, Verdict::kOk, "RLIMIT_MEMLOCK is " + soft);
 }
 
+// The tether root the facts describe (the default one when unset).
+std::string TetherRoot(const ShmFacts& s) {
+  return s.root_path.empty() ? "/dev/shm/tether" : s.root_path;
+}
+
 CheckResult CheckShm(const DoctorInputs& in) {
   const ShmFacts& s = in.shm;
+  const std::string root = TetherRoot(s);
   const std::string title = s.path + " (channel files)";
   if (!s.exists) {
     return Result("dev_shm", title, Verdict::kFail,
@@ -265,8 +271,8 @@ CheckResult CheckShm(const DoctorInputs& in) {
       }
     }
     sizes += "; " + std::to_string(s.instances.size()) + " stack instance" +
-             (s.instances.size() == 1 ? "" : "s") + " under " + s.path +
-             "/tether use " + FormatBytes(total) + " (" + each + ")";
+             (s.instances.size() == 1 ? "" : "s") + " under " + root +
+             " use " + FormatBytes(total) + " (" + each + ")";
   }
   if (!s.tmpfs) {
     return Result("dev_shm", title, Verdict::kWarn,
@@ -279,7 +285,8 @@ CheckResult CheckShm(const DoctorInputs& in) {
         "dev_shm", title, Verdict::kWarn,
         "tmpfs, " + sizes + ": channels are sized up front and may not fit",
         "mount -o remount,size=2G " + s.path +
-            ", or remove stale channel files under " + s.path + "/tether");
+            ", or remove stale stacks under " + root +
+            " (tether clean --root " + root + " --instance NAME)");
   }
   if (!s.instances.empty() && s.instances.front().second > s.free_bytes) {
     return Result(
@@ -333,7 +340,7 @@ CheckResult CheckHugePages(const DoctorInputs& in) {
     }
     return Result("huge_pages", title, Verdict::kOk, detail);
   }
-  const std::string root = s.root_path.empty() ? "/dev/shm/tether" : s.root_path;
+  const std::string root = TetherRoot(s);
   if (s.collapse_errno == 0) {
     return Result(
         "huge_pages", title, Verdict::kOk,

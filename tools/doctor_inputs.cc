@@ -251,7 +251,7 @@ DoctorInputs GatherDoctorInputs(const DoctorOptions& options) {
     if (statfs(options.shm_path.c_str(), &fs) == 0) {
       in.shm.tmpfs = static_cast<int64_t>(fs.f_type) == kTmpfsMagic;
     }
-    in.shm.instances = InstanceSizes(options.shm_path + "/tether");
+    in.shm.instances = InstanceSizes(options.tether_root);
   }
   in.shm.root_path = options.tether_root;
   if (std::optional<std::string> thp = ReadFile(

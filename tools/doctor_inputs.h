@@ -68,8 +68,8 @@ struct ShmFacts {
   bool tmpfs = false;
   uint64_t size_bytes = 0;
   uint64_t free_bytes = 0;  // Available to this (unprivileged) user.
-  // The stack instances under <path>/tether and the bytes their channel
-  // files take (allocated blocks), largest first.
+  // The stack instances under the tether root (root_path) and the bytes
+  // their channel files take (allocated blocks), largest first.
   std::vector<std::pair<std::string, uint64_t>> instances;
   // The filesystem the tether root is on (its mount point and type, from
   // <proc_root>/self/mountinfo through shm::FindMount) and its tmpfs

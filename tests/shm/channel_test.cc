@@ -35,6 +35,7 @@ namespace tether::shm {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::ScopedRoot;
 
 QueueParams SmallParams() { return {.slot_size = 128, .queue_depth = 8,

@@ -294,6 +294,23 @@ TEST(Doctor, ShmReportsTheStacksFoundAndWarnsWhenTheLargestWouldNotFitAgain) {
   EXPECT_THAT(r.fix, HasSubstr("--shm-size"));
 }
 
+// With --root elsewhere, the stacks are the folders of that root itself
+// (no "/tether" appended), and the fix names it.
+TEST(Doctor, ShmNamesTheRootInUse) {
+  DoctorInputs in = GoodMachine();
+  in.shm.path = "/mnt/robot";
+  in.shm.root_path = "/mnt/robot";
+  in.shm.size_bytes = 64ull << 20;
+  in.shm.free_bytes = 1ull << 20;
+  in.shm.instances = {{"arm", 60ull << 20}};
+  const CheckResult r = Judge(in, "dev_shm");
+  EXPECT_EQ(r.verdict, Verdict::kWarn);
+  EXPECT_THAT(r.detail, HasSubstr("1 stack instance under /mnt/robot use"));
+  EXPECT_THAT(r.fix, HasSubstr("remove stale stacks under /mnt/robot "
+                               "(tether clean --root /mnt/robot"));
+  EXPECT_THAT(r.fix, Not(HasSubstr("/mnt/robot/tether")));
+}
+
 TEST(Doctor, NoIsolatedCpusWarnsWithAKernelCommandLine) {
   DoctorInputs in = GoodMachine();
   EXPECT_THAT(Judge(in, "cpus").detail, HasSubstr("isolated: 2-3"));
