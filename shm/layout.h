@@ -192,9 +192,12 @@
 // a running reader may read zeros in place of payload bytes until then, as
 // it would read any bytes a writer put there. Space for both files is reserved (fallocate) before they are
 // linked into place, so a full filesystem fails at creation, never at a
-// later page fault. Findings in the reader-state file never make the data
-// file's handle corrupt (a hostile reader must not be able to stop
-// publishers): CheckConsistency reports them, Sweep leaves them alone.
+// later page fault. Findings in the reader-state file's contents never
+// make the data file's handle corrupt (a hostile reader must not be able
+// to stop publishers): CheckConsistency reports them, Sweep leaves them
+// alone. A truncated reader-state file is the exception today: the SIGBUS
+// it raises marks the whole handle corrupt, publishers' included
+// (docs/security.md names it as a known gap).
 // ============================================================================
 #ifndef TETHER_SHM_LAYOUT_H_
 #define TETHER_SHM_LAYOUT_H_
