@@ -285,14 +285,19 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Map(
                     h.max_pinned};
   if (absl::Status s = Validate(found); !s.ok()) {
     close_fd();
-    return absl::DataLossError(
-        absl::StrCat("channel ", path, " has corrupt params: ", s.message()));
+    return absl::DataLossError(absl::StrCat(
+        "channel ", path, " has corrupt params: ", s.message(),
+        "; remove it once nothing uses it (`", CleanCommand(options),
+        "`, or rm ", path, ") and start the stack's nodes again"));
   }
   if (h.params_hash != internal::ParamsHash(found) ||
       h.metadata_size > internal::kMaxMetadataSize) {
     close_fd();
     return absl::DataLossError(absl::StrCat(
-        "channel ", path, " header is corrupt (params hash or metadata size)"));
+        "channel ", path,
+        " header is corrupt (params hash or metadata size): remove it once "
+        "nothing uses it (`", CleanCommand(options), "`, or rm ", path,
+        ") and start the stack's nodes again"));
   }
   if (expected.has_value() && !(found == *expected)) {
     close_fd();

@@ -202,6 +202,27 @@ TEST(Channel, NotAChannelFileIsDataLoss) {
             absl::StatusCode::kDataLoss);
 }
 
+// A header whose params no longer match their hash (a slot size changed
+// in the file, as a hostile writer of the data file can): refused as
+// corrupt, with the command that removes it.
+TEST(Channel, AHeaderWithAnotherSlotSizeSaysHowToRecover) {
+  ScopedRoot root;
+  ASSERT_TRUE(Channel::OpenOrCreate(root.options(), "c", SmallParams()).ok());
+  const std::string path = Channel::PathFor(root.options(), "c");
+  const int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  const uint32_t other_size = 2 * SmallParams().slot_size;
+  ASSERT_EQ(::pwrite(fd, &other_size, sizeof(other_size),
+                     offsetof(internal::ChannelHeader, slot_size)),
+            4);
+  ::close(fd);
+  auto c = Channel::Open(root.options(), "c");
+  ASSERT_EQ(c.status().code(), absl::StatusCode::kDataLoss) << c.status();
+  EXPECT_THAT(c.status().message(), HasSubstr("header is corrupt"));
+  EXPECT_THAT(c.status().message(),
+              HasSubstr(Channel::CleanCommand(root.options())));
+}
+
 // An upgrade: a channel file another tether build made (another layout
 // version) is refused while a process of that build maps it (holds its
 // shared flock), saying what to do, and made anew by a creator once none
