@@ -160,6 +160,14 @@ absl::StatusOr<EventLoop::ChannelPeers> EventLoop::Peers(
   return peers;
 }
 
+absl::StatusOr<EventLoop::ChannelPeers> EventLoop::LivePeers(
+    const std::string& channel) {
+  absl::StatusOr<transport::ChannelHandle*> c = channels_->Find(channel);
+  if (!c.ok()) return c.status();
+  (void)(*c)->Sweep();
+  return Peers(channel);
+}
+
 absl::Status EventLoop::OnReaders(const std::string& channel, int readers,
                                   absl::AnyInvocable<void()> fn,
                                   Duration poll) {

@@ -220,6 +220,13 @@ class EventLoop : protected transport::EndpointHooks {
     uint64_t send_failures = 0;
   };
   absl::StatusOr<ChannelPeers> Peers(const std::string& channel) const;
+  // The same after reclaiming what dead processes left on `channel` (its
+  // registrations, pins and loans: shm::Channel::Sweep), so that a peer
+  // killed since counts no more: Peers() keeps counting a killed process
+  // until some process sweeps (opens do, and `tether list`). For noticing
+  // that the other side is gone. Loop thread; not RT-safe (reads /proc;
+  // call it from a slow timer, not from a real-time callback).
+  absl::StatusOr<ChannelPeers> LivePeers(const std::string& channel);
 
   // Runs `fn` once, on the loop thread, as soon as `channel` has at least
   // `readers` pinning readers (watchers or fetchers, in any process) -- the

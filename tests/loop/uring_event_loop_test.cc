@@ -208,6 +208,126 @@ std::string BackendName(const ::testing::TestParamInfo<WakeBackend>& info) {
   return info.param == WakeBackend::kUringFutex ? "UringFutex" : "FutexWaitv";
 }
 
+// A forked process's own loop on this test's stack: its own ChannelSet
+// (a Channel opened before the fork would register the parent's pid).
+struct ChildLoop {
+  transport::SchemaRegistry schemas;
+  std::unique_ptr<transport::ChannelSet> channels;
+  std::unique_ptr<UringEventLoop> loop;
+};
+std::unique_ptr<ChildLoop> MakeChildLoop(const shm::ChannelOptions& options,
+                                         WakeBackend backend) {
+  auto c = std::make_unique<ChildLoop>();
+  c->schemas.Register<Scalars>();
+  auto stack = transport::ParseStackConfig(kStack, "<test stack>",
+                                           c->schemas.known_types());
+  if (!stack.ok()) return nullptr;
+  auto set = transport::ChannelSet::Create(options, *stack, c->schemas);
+  if (!set.ok()) return nullptr;
+  c->channels = std::move(*set);
+  UringEventLoopOptions o;
+  o.port.backend = backend;
+  auto loop = UringEventLoop::Create("child", c->channels.get(), o);
+  if (!loop.ok()) return nullptr;
+  c->loop = std::move(*loop);
+  return c;
+}
+
+// The start-up handshake across processes: the sender's first message
+// waits (OnReaders) for the other process's watcher, so that watcher sees
+// it; Peers() counts both sides meanwhile.
+TEST_P(UringEventLoopTest, OnReadersHandshakeDeliversTheFirstMessage) {
+  const shm::ChannelOptions opts = root_.options();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::usleep(50000);  // the parent is waiting by then
+    std::unique_ptr<ChildLoop> c = MakeChildLoop(opts, GetParam());
+    if (c == nullptr) ::_exit(10);
+    int got = -1;
+    UringEventLoop* l = c->loop.get();
+    auto w = l->MakeWatcher<Scalars>(
+        "/idle", [&](Scalars::Reader m, const MessageContext&) {
+          got = m.getU8();
+          l->Exit();
+        });
+    if (!w.ok()) ::_exit(11);
+    l->AddTimer([l] { l->Exit(); })
+        ->Schedule(l->monotonic_now() + std::chrono::seconds(20));
+    l->Run();
+    ::_exit(got == 7 ? 0 : 12);
+  }
+  auto loop = MakeLoop();
+  ASSERT_NE(loop, nullptr);
+  auto sender = loop->MakeSender<Scalars>("/idle");
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  auto before = loop->Peers("/idle");
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_EQ(before->publishers, 1);
+  EXPECT_EQ(before->readers, 0);
+  bool sent = false;
+  ASSERT_TRUE(loop->OnReaders("/idle", 1, [&] {
+                    auto peers = loop->Peers("/idle");
+                    EXPECT_TRUE(peers.ok() && peers->readers == 1);
+                    auto loan = (*sender)->MakeLoan();
+                    loan.root().setU8(7);
+                    sent = (*sender)->Send(std::move(loan)).ok();
+                    loop->Exit();
+                  }).ok());
+  loop->AddTimer([&] { loop->Exit(); })
+      ->Schedule(loop->monotonic_now() + std::chrono::seconds(20));
+  loop->Run();
+  EXPECT_TRUE(sent) << "OnReaders never saw the other process's watcher";
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the child's watcher did not get the first message (exit "
+      << WEXITSTATUS(status) << ")";
+  EXPECT_EQ(loop->Peers("/nope").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+// A peer killed with SIGKILL: Peers() (a snapshot of the registries)
+// counts it until a sweep; LivePeers() sweeps first and does not.
+TEST_P(UringEventLoopTest, LivePeersStopsCountingAKilledReader) {
+  const shm::ChannelOptions opts = root_.options();
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(ready[0]);
+    std::unique_ptr<ChildLoop> c = MakeChildLoop(opts, GetParam());
+    if (c == nullptr) ::_exit(10);
+    auto w = c->loop->MakeWatcher<Scalars>(
+        "/idle", [](Scalars::Reader, const MessageContext&) {});
+    if (!w.ok()) ::_exit(11);
+    const char one = 1;
+    if (::write(ready[1], &one, 1) != 1) ::_exit(12);
+    for (;;) ::pause();
+  }
+  ::close(ready[1]);
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  ::close(ready[0]);
+  auto loop = MakeLoop();
+  ASSERT_NE(loop, nullptr);
+  auto alive = loop->Peers("/idle");
+  ASSERT_TRUE(alive.ok()) << alive.status();
+  EXPECT_EQ(alive->readers, 1);
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  auto snapshot = loop->Peers("/idle");
+  ASSERT_TRUE(snapshot.ok());
+  EXPECT_EQ(snapshot->readers, 1) << "a snapshot does not sweep";
+  auto live = loop->LivePeers("/idle");
+  ASSERT_TRUE(live.ok()) << live.status();
+  EXPECT_EQ(live->readers, 0);
+  EXPECT_EQ(loop->LivePeers("/nope").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
 INSTANTIATE_TEST_SUITE_P(EachBackend, UringEventLoopTest,
                          ::testing::Values(WakeBackend::kUringFutex,
                                            WakeBackend::kFutexWaitv),
