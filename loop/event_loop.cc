@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <utility>
 
@@ -51,6 +52,34 @@ EventLoop::EventLoop(std::string name, const transport::ChannelSet* channels,
 EventLoop::~EventLoop() {
   TETHER_LOOP_CHECK(detached_,
                     "an EventLoop kind must call Detach() in its destructor");
+  std::string senders;
+  {
+    const std::lock_guard<std::mutex> lock(live_senders_mutex_);
+    for (const auto& [channel, count] : live_senders_) {
+      absl::StrAppend(&senders, senders.empty() ? "" : ", ", count, " on ",
+                      channel->name());
+    }
+  }
+  if (!senders.empty()) {
+    std::fprintf(stderr,
+                 "tether::loop: event loop \"%s\" destroyed while senders "
+                 "it made still exist (%s): destroy every sender before the "
+                 "loop that made it (its next Send() would call the freed "
+                 "loop)\n",
+                 name_.c_str(), senders.c_str());
+    std::abort();
+  }
+}
+
+void EventLoop::PublisherMade(const transport::ChannelHandle& channel) {
+  const std::lock_guard<std::mutex> lock(live_senders_mutex_);
+  ++live_senders_[&channel];
+}
+
+void EventLoop::PublisherGone(const transport::ChannelHandle& channel) {
+  const std::lock_guard<std::mutex> lock(live_senders_mutex_);
+  auto it = live_senders_.find(&channel);
+  if (it != live_senders_.end() && --it->second == 0) live_senders_.erase(it);
 }
 
 void EventLoop::Detach(bool port_survives) {

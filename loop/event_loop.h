@@ -13,7 +13,9 @@
 #define TETHER_LOOP_EVENT_LOOP_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -137,7 +139,8 @@ class EventLoop : protected transport::EndpointHooks {
   // A publisher on `channel`: Loan() -> write -> Send(), or Publish() of
   // framed bytes. Its sends are RT-safe (no allocation, no lock, at most one
   // syscall: the wake, only when a reader sleeps). Destroy it before the
-  // loop.
+  // loop (and the loop before the ChannelSet): a loop destroyed while a
+  // sender it made lives aborts, naming the sender's channel.
   absl::StatusOr<std::unique_ptr<RawSender>> MakeRawSender(
       const std::string& channel);
   // Typed: MakeLoan() builds T in place in the slot; Send() commits it.
@@ -298,6 +301,11 @@ class EventLoop : protected transport::EndpointHooks {
   void MessageMalformed(const transport::ChannelHandle& channel,
                         const MessageContext& context,
                         const std::string& why) override;
+  // Counts the senders this loop made that still exist: destroying the
+  // loop before one of them aborts, naming it (its next Send() would call
+  // the freed loop). Any thread.
+  void PublisherMade(const transport::ChannelHandle& channel) override;
+  void PublisherGone(const transport::ChannelHandle& channel) override;
 
   // Unregisters the loop's watchers and the loop from the driver. Every
   // kind calls it first in its destructor, while the driver, port and
@@ -367,6 +375,10 @@ class EventLoop : protected transport::EndpointHooks {
   Driver* const driver_;
   bool started_ = false;
   bool detached_ = false;
+  // The senders made by this loop that still exist, by channel (setup and
+  // teardown only: senders come and go on any thread, never on a hot path).
+  std::mutex live_senders_mutex_;
+  std::map<const transport::ChannelHandle*, int> live_senders_;
   bool check_allocations_ = false;
   EventContext context_;
   std::vector<std::unique_ptr<internal::Watcher>> watchers_;

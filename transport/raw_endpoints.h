@@ -92,6 +92,12 @@ class EndpointHooks {
                                 const std::string& why) {
     (void)channel, (void)context, (void)why;
   }
+  // A publisher made with these hooks came or went (its constructor and
+  // destructor, on whichever thread those run), so that a loop can catch a
+  // sender that outlives it (its next Send() would call a freed loop).
+  // Setup; any thread. Default: nothing.
+  virtual void PublisherMade(const ChannelHandle& channel) { (void)channel; }
+  virtual void PublisherGone(const ChannelHandle& channel) { (void)channel; }
 };
 
 // One publisher on a channel. Not copyable or movable; one thread at a time
@@ -112,6 +118,9 @@ class RawPublisher {
 
   RawPublisher(const RawPublisher&) = delete;
   RawPublisher& operator=(const RawPublisher&) = delete;
+  ~RawPublisher() {
+    if (hooks_ != nullptr) hooks_->PublisherGone(*channel_);
+  }
 
   // The loaned slot to build the next message in (slot size bytes, 64-byte
   // aligned); empty if none can be had now. An empty loan is not counted by
@@ -167,7 +176,9 @@ class RawPublisher {
  private:
   RawPublisher(ChannelHandle* channel, std::unique_ptr<shm::Publisher> p,
                EndpointHooks* hooks)
-      : channel_(channel), publisher_(std::move(p)), hooks_(hooks) {}
+      : channel_(channel), publisher_(std::move(p)), hooks_(hooks) {
+    if (hooks_ != nullptr) hooks_->PublisherMade(*channel_);
+  }
   // Rebuilds the multi-segment message now in `loan` as one segment there.
   PublishResult Reframe(std::span<std::byte> loan, const FinishResult& copied,
                         const SendTimes* times);

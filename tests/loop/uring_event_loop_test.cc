@@ -208,6 +208,30 @@ std::string BackendName(const ::testing::TestParamInfo<WakeBackend>& info) {
   return info.param == WakeBackend::kUringFutex ? "UringFutex" : "FutexWaitv";
 }
 
+// A sender must die before its loop: a loop destroyed first aborts at
+// once, naming the sender's channel, rather than leave the sender to
+// crash in its next Send() (which calls into the loop).
+TEST_P(UringEventLoopTest, DestroyingTheLoopBeforeItsSenderAbortsNamingIt) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        auto loop = MakeLoop();
+        auto sender = loop->MakeSender<Scalars>("/idle");
+        auto raw = loop->MakeRawSender("/wake");
+        raw->reset();  // gone in time: not counted
+        loop.reset();
+      },
+      "event loop \"node\" destroyed while senders it made still exist "
+      "\\(1 on /idle\\)");
+  // In order, nothing is said.
+  auto loop = MakeLoop();
+  ASSERT_NE(loop, nullptr);
+  auto sender = loop->MakeSender<Scalars>("/idle");
+  ASSERT_TRUE(sender.ok());
+  sender->reset();
+  loop.reset();
+}
+
 // A forked process's own loop on this test's stack: its own ChannelSet
 // (a Channel opened before the fork would register the parent's pid).
 struct ChildLoop {
