@@ -22,17 +22,24 @@ absl::Status ActuatorNode::Init() {
   auto sender = loop_->MakeSender<JointState>(options_.plant_channel);
   if (!sender.ok()) return sender.status();
   plant_sender_ = std::move(*sender);
-  if (auto s = loop_->MakeWatcher<JointCommand>(
-          options_.command_channel,
-          [this](JointCommand::Reader c, const loop::MessageContext& ctx) {
-            OnCommand(c, ctx);
-          });
-      !s.ok()) {
-    return s.status();
-  }
+  auto watcher = loop_->MakeWatcher<JointCommand>(
+      options_.command_channel,
+      [this](JointCommand::Reader c, const loop::MessageContext& ctx) {
+        OnCommand(c, ctx);
+      });
+  if (!watcher.ok()) return watcher.status();
+  command_watcher_ = *watcher;
   loop_->AddPhasedLoop([this](int cycles) { Step(cycles); }, options_.period,
                        options_.phase_offset);
   return absl::OkStatus();
+}
+
+ActuatorStats ActuatorNode::stats() const {
+  ActuatorStats s = stats_;
+  if (command_watcher_ != nullptr) {
+    s.malformed_commands = command_watcher_->stats().malformed;
+  }
+  return s;
 }
 
 void ActuatorNode::OnCommand(JointCommand::Reader command,

@@ -47,6 +47,8 @@ struct ActuatorStats {
   uint64_t missed_steps = 0;     // phase points run late (integrated anyway)
   uint64_t commands = 0;         // commands received
   uint64_t missed_commands = 0;  // commands lost before the watcher saw them
+  // Commands whose bytes failed the typed check (skipped, never acted on).
+  uint64_t malformed_commands = 0;
   uint64_t stale_steps = 0;      // steps with no fresh command (zero torque)
   uint64_t saturated_steps = 0;  // a motor limit clipped the command
   uint64_t publish_failures = 0;
@@ -65,7 +67,8 @@ class ActuatorNode {
   // The true state (for tests and the demo summary). Loop thread (or after
   // the loop ended).
   const DiffDrivePlant& plant() const { return plant_; }
-  const ActuatorStats& stats() const { return stats_; }
+  // With malformed_commands from the watcher's own counters.
+  ActuatorStats stats() const;
 
  private:
   ActuatorNode(loop::EventLoop* loop, const ActuatorOptions& options);
@@ -80,6 +83,7 @@ class ActuatorNode {
   const ActuatorOptions options_;
   DiffDrivePlant plant_;
   std::unique_ptr<loop::Sender<JointState>> plant_sender_;
+  const loop::WatcherHandle* command_watcher_ = nullptr;  // owned by the loop
 
   // The held command.
   bool have_command_ = false;

@@ -31,12 +31,14 @@ int main(int argc, char** argv) {
   auto node = ActuatorNode::Create((*process)->loop(), options);
   if (!node.ok()) return FailNode(env.node_name, node.status());
   const int code = (*process)->Run();
-  const ActuatorStats& s = (*node)->stats();
+  const ActuatorStats s = (*node)->stats();
   std::printf(
-      "actuator: %llu steps (%llu late), %llu commands (%llu lost), %llu "
-      "steps without a fresh command, %llu saturated, %llu failed sends\n",
+      "actuator: %llu steps (%llu late), %llu commands (%llu lost, %llu "
+      "malformed), %llu steps without a fresh command, %llu saturated, %llu "
+      "failed sends\n",
       (unsigned long long)s.steps, (unsigned long long)s.missed_steps,
       (unsigned long long)s.commands, (unsigned long long)s.missed_commands,
+      (unsigned long long)s.malformed_commands,
       (unsigned long long)s.stale_steps, (unsigned long long)s.saturated_steps,
       (unsigned long long)s.publish_failures);
   return code;

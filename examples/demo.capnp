@@ -102,6 +102,8 @@ struct MonitorStatus {
     latencyMaxUs @6 :Float64;
     rateHz @7 :Float64;
     # Received messages per second since the channel's first message.
+    malformed @8 :UInt64;
+    # Messages skipped because their bytes failed the typed check.
   }
 
   struct TrackingHealth {

@@ -46,6 +46,7 @@ absl::Status MonitorNode::Init() {
       });
     }
     if (!s.ok()) return s.status();
+    c->watcher = *s;
   }
   start_ = last_print_ = loop_->monotonic_now();
   loop_->OnRun([this] { start_ = last_print_ = loop_->monotonic_now(); });
@@ -109,8 +110,13 @@ ChannelSummary MonitorNode::SummaryOf(const ChannelState& c) const {
   s.name = c.name;
   s.received = c.received;
   s.missed = c.missed;
+  if (c.watcher != nullptr) s.malformed = c.watcher->stats().malformed;
   if (c.seen) {
-    s.sent = c.last_index - c.first_index + 1 + c.missed_before_first;
+    // From where the watcher started to the last message it delivered:
+    // the ones before that it missed or found malformed count too.
+    s.sent = c.watcher != nullptr
+                 ? c.last_index + 1 - c.watcher->start_index()
+                 : c.last_index - c.first_index + 1 + c.missed_before_first;
   }
   if (c.received > 1 && c.last_send_ns > c.first_send_ns) {
     s.rate_hz = static_cast<double>(c.received - 1) /
@@ -159,12 +165,14 @@ void MonitorNode::PublishStatus() {
     h.setName(capnp::Text::Reader(c.name.data(), c.name.size()));
     h.setReceived(s.received);
     h.setMissed(s.missed);
+    h.setMalformed(s.malformed);
     h.setSent(s.sent);
     h.setRateHz(s.rate_hz);
     h.setLatencyP50Us(s.latency_p50_us);
     h.setLatencyP99Us(s.latency_p99_us);
     h.setLatencyMaxUs(s.latency_max_us);
     if (c.missed > 0) add_note("missed messages on", c.name);
+    if (s.malformed > 0) add_note("malformed messages on", c.name);
     if (c.seen && now_ns - c.last_receive_ns >
                       std::chrono::nanoseconds(options_.silent_after).count()) {
       add_note("silent:", c.name);

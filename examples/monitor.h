@@ -70,6 +70,9 @@ class MonitorNode {
     LatencyHistogram window_latency;  // since the last printed line
     uint64_t window_received = 0;
     uint64_t window_missed = 0;
+    // Its watcher (owned by the loop): a typed one counts messages whose
+    // bytes failed the check; a raw one never finds any.
+    const loop::WatcherHandle* watcher = nullptr;
   };
 
   MonitorNode(loop::EventLoop* loop, const MonitorOptions& options);

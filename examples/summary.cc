@@ -44,15 +44,15 @@ std::string FormatSummaryTable(const MonitorSummary& summary) {
     width = std::max(width, c.name.size());
   }
   std::string out = absl::StrFormat(
-      "%-*s %9s %9s %7s %9s %9s %9s %9s %9s\n", static_cast<int>(width),
-      "CHANNEL", "SENT", "RECEIVED", "MISSED", "RATE HZ", "P50 US", "P99 US",
-      "MAX US", "SEND FAIL");
+      "%-*s %9s %9s %7s %9s %9s %9s %9s %9s %9s\n", static_cast<int>(width),
+      "CHANNEL", "SENT", "RECEIVED", "MISSED", "MALFORMED", "RATE HZ",
+      "P50 US", "P99 US", "MAX US", "SEND FAIL");
   for (const ChannelSummary& c : summary.channels) {
     absl::StrAppendFormat(
-        &out, "%-*s %9d %9d %7d %9.1f %9.1f %9.1f %9.1f %9d\n",
+        &out, "%-*s %9d %9d %7d %9d %9.1f %9.1f %9.1f %9.1f %9d\n",
         static_cast<int>(width), c.name, c.sent, c.received, c.missed,
-        c.rate_hz, c.latency_p50_us, c.latency_p99_us, c.latency_max_us,
-        c.send_failures);
+        c.malformed, c.rate_hz, c.latency_p50_us, c.latency_p99_us,
+        c.latency_max_us, c.send_failures);
   }
   absl::StrAppend(&out, absl::StrFormat("over %.1f s; ", summary.elapsed_s),
                   FormatTracking(summary.tracking), "\n");
@@ -68,6 +68,7 @@ MonitorSummary SummaryFromStatus(MonitorStatus::Reader status) {
     cs.sent = c.getSent();
     cs.received = c.getReceived();
     cs.missed = c.getMissed();
+    cs.malformed = c.getMalformed();
     cs.rate_hz = c.getRateHz();
     cs.latency_p50_us = c.getLatencyP50Us();
     cs.latency_p99_us = c.getLatencyP99Us();

@@ -30,6 +30,9 @@ struct ChannelSummary {
   uint64_t sent = 0;
   uint64_t received = 0;
   uint64_t missed = 0;
+  // Received but skipped: the bytes failed the typed check (sent ==
+  // received + missed + malformed when nothing is lost silently).
+  uint64_t malformed = 0;
   double rate_hz = 0;
   double latency_p50_us = 0;
   double latency_p99_us = 0;

@@ -158,7 +158,7 @@ void ExpectNoCrash(const std::string& out) {
 // or -1 when there is no such row.
 long MonitorSendFailures(const std::string& out, const std::string& channel) {
   std::regex row("\\[monitor\\] " + channel +
-                 R"((?:\s+[\d.]+){7}\s+(\d+)\n)");
+                 R"((?:\s+[\d.]+){8}\s+(\d+)\n)");
   long failures = -1;
   for (auto it = std::sregex_iterator(out.begin(), out.end(), row);
        it != std::sregex_iterator(); ++it) {

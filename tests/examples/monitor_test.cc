@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <span>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -23,7 +25,7 @@ using std::chrono::milliseconds;
 constexpr char kStack[] = R"({
   "channels": [
     {"name": "/test/command", "type": "examples/demo.capnp:JointCommand",
-     "maxSize": 1024, "queueDepth": 16},
+     "maxSize": 1024, "queueDepth": 16, "maxPublishers": 2},
     {"name": "/test/imu", "type": "examples/demo.capnp:ImuSample",
      "maxSize": 256, "queueDepth": 16},
     {"name": "/test/status", "type": "examples/demo.capnp:MonitorStatus",
@@ -151,6 +153,39 @@ TEST_F(MonitorTest, CountsLossSentMessagesAndControllerCycleGaps) {
   EXPECT_NE(last_note_.find("silent: /test/imu"), std::string::npos)
       << last_note_;
   EXPECT_NE(FormatSummaryTable(s).find("/test/command"), std::string::npos);
+}
+
+// A command whose bytes fail the typed check (a root pointer far out of
+// its segment) is skipped by the watcher and shown as MALFORMED, so that
+// sent == received + missed + malformed: nothing goes unaccounted.
+TEST_F(MonitorTest, CountsMalformedMessagesSoThatEverySentOneIsAccounted) {
+  auto raw = test_loop_->MakeRawSender("/test/command");
+  ASSERT_TRUE(raw.ok()) << raw.status();
+  At1ms([&] {
+    // One segment of 3 words whose root pointer points far outside it.
+    const uint64_t words[4] = {uint64_t{3} << 32, 0xFFFFFFFFFFFFFFFCull, 0, 0};
+    std::span<std::byte> slot = (*raw)->Loan();
+    ASSERT_GE(slot.size(), sizeof(words));
+    std::memcpy(slot.data(), words, sizeof(words));
+    ASSERT_TRUE((*raw)->Send(sizeof(words)).ok());
+    SendCommand(1, 0.001);
+  });
+  factory_->RunFor(milliseconds(150));
+
+  const MonitorSummary s = monitor_->summary();
+  const ChannelSummary& cmd = s.channels[0];
+  EXPECT_EQ(cmd.sent, 2u);
+  EXPECT_EQ(cmd.received, 1u);
+  EXPECT_EQ(cmd.missed, 0u);
+  EXPECT_EQ(cmd.malformed, 1u);
+  ASSERT_EQ(last_status_.channels.size(), 2u);
+  EXPECT_EQ(last_status_.channels[0].malformed, 1u);
+  EXPECT_NE(last_note_.find("malformed messages on /test/command"),
+            std::string::npos)
+      << last_note_;
+  const std::string table = FormatSummaryTable(s);
+  EXPECT_NE(table.find("MALFORMED"), std::string::npos) << table;
+  raw->reset();
 }
 
 }  // namespace

@@ -121,7 +121,7 @@ TEST(NodeBinaries, RunAsAStackAndStopCleanly) {
   for (std::string line; std::getline(lines, line);) {
     std::istringstream fields(line);
     std::string name;
-    std::vector<double> values(7);
+    std::vector<double> values(8);
     if (!(fields >> name) || name.empty() || name[0] != '/') continue;
     bool ok = true;
     for (double& v : values) ok = ok && static_cast<bool>(fields >> v);
@@ -137,8 +137,10 @@ TEST(NodeBinaries, RunAsAStackAndStopCleanly) {
     // the machine, and these nodes run unpinned without real-time
     // priority (late 1 kHz cycles send once for several).
     EXPECT_GT(r[1], 0) << "received";
-    EXPECT_EQ(r[0], r[1] + r[2]) << "sent = received + missed";
-    EXPECT_GT(r[3], 0) << "rate";
+    EXPECT_EQ(r[0], r[1] + r[2] + r[3])
+        << "sent = received + missed + malformed";
+    EXPECT_EQ(r[3], 0) << "malformed";
+    EXPECT_GT(r[4], 0) << "rate";
   }
   const std::string controller = ReadFile(nodes[3].log);
   EXPECT_NE(controller.find("controller: tracking rms"), std::string::npos)
