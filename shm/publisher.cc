@@ -173,6 +173,19 @@ TETHER_HOT_PATH SendResult Publisher::SendImpl(size_t size,
     return Fail(SendStatus::kTooLarge);
   }
   internal::ChannelHeader* h = channel_->header();
+  // Readers stop at a header whose magic is gone (Reader::
+  // HeaderOverwritten): so do publishers, rather than go on sending into a
+  // channel nobody reads and count nothing. One relaxed load of a line
+  // nobody writes (a cache hit).
+  if (const uint64_t magic =
+          std::atomic_ref<uint64_t>(h->magic).load(std::memory_order_relaxed);
+      magic != internal::kMagic) [[unlikely]] {
+    channel_->ReportCorruption(
+        "the channel header was overwritten: its magic number is gone, so "
+        "no reader takes its messages (magic found)",
+        magic);
+    return Fail(SendStatus::kCorrupt);
+  }
   const uint64_t slot = static_cast<uint64_t>(loan_);
   SlotHeader* sh = channel_->slot_header(slot);
   uint64_t own = sh->state.load(std::memory_order_relaxed);
