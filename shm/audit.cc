@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "shm/channel.h"
+#include "shm/futex.h"
 #include "shm/layout.h"
 #include "shm/mapping_guard.h"
 #include "util/hot_path.h"
@@ -274,8 +275,30 @@ void Channel::ReportCorruption(const char* what, uint64_t a,
   internal::CountCorruptionEvent();
 }
 
+void Channel::AnnounceCorruption() const {
+  // A guest cannot write the header; a header page the mapping guard
+  // replaced takes the stores privately (readers there meet the
+  // truncation themselves).
+  if (!data_writable_) return;
+  internal::ChannelHeader* h = header();
+  h->corrupt_found.store(1, std::memory_order_relaxed);
+  h->wake_word.fetch_add(1, std::memory_order_release);
+  (void)FutexWake(&h->wake_word);
+}
+
 absl::Status Channel::CheckConsistency() const {
   if (corrupt()) {
+    return absl::DataLossError(absl::StrCat(
+        "channel ", name_, " is corrupt: ", std::string(corruption()),
+        "; remove ", path_, " and restart the stack's nodes on it"));
+  }
+  // A publisher stopped on a finding of its own (AnnounceCorruption): the
+  // channel stays corrupt for every later opener, tools and restarted
+  // nodes included, until it is made anew.
+  if (header_->corrupt_found.load(std::memory_order_relaxed) != 0) {
+    ReportCorruption(
+        "a publisher of this channel found its shared memory corrupt and "
+        "stopped sending (its own error says what and where)");
     return absl::DataLossError(absl::StrCat(
         "channel ", name_, " is corrupt: ", std::string(corruption()),
         "; remove ", path_, " and restart the stack's nodes on it"));

@@ -337,6 +337,13 @@ class Channel {
   static constexpr uint64_t kNone = ~uint64_t{0};
   void ReportCorruption(const char* what, uint64_t a = kNone,
                         uint64_t b = kNone) const;
+  // A publisher that stopped on a corrupt channel tells its readers in
+  // every process (the header's corrupt_found, a wake-word bump and a wake
+  // of all waiters: layout.h), so that a reader whose own reads never
+  // meet the damage reports it instead of waiting for sends that stopped.
+  // Only with write access to the data file. RT-safe: two stores and one
+  // FUTEX_WAKE. Any thread.
+  void AnnounceCorruption() const;
   // A setup error for this corrupt channel (DataLoss): "channel <name> is
   // corrupt: <finding> (<path>); <consequence>. To recover, stop the
   // processes that use it (stop the stack), then run `<CleanCommand>` ...

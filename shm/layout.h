@@ -316,6 +316,15 @@ struct alignas(kCacheLine) ChannelHeader {
   alignas(kCacheLine) std::atomic<uint64_t> tail;
   // The futex word readers sleep on; bumped after every commit.
   alignas(kCacheLine) std::atomic<uint32_t> wake_word;
+  // Nonzero once a publisher stopped because it found the channel corrupt
+  // (Channel::AnnounceCorruption): it sets this, bumps wake_word and wakes
+  // every waiter, so that readers whose own reads never reach the damage
+  // (a slot header, the publisher registry) stop and report it rather
+  // than wait forever for sends that stopped. Tools that find corruption
+  // do not set it (a check's finding must not stop a live stack). Never
+  // cleared (a corrupt channel is made anew); zero in a healthy file.
+  // Relaxed: a hint that only ever makes a reader report corruption.
+  std::atomic<uint32_t> corrupt_found;
 };
 
 struct alignas(kCacheLine) ReaderStateHeader {

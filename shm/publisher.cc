@@ -103,7 +103,15 @@ Publisher::~Publisher() {
 TETHER_HOT_PATH std::span<std::byte> Publisher::Loan() {
   if (loan_ < 0) {
     loan_ = channel_->ClaimFreeSlot(index_, &hint_, /*sweep=*/false);
-    if (loan_ < 0) return {};
+    if (loan_ < 0) {
+      // No slot because the slot headers are corrupt: no send will follow
+      // (a caller gives up on an empty loan), so say it here.
+      if (channel_->corrupt() && !announced_corruption_) [[unlikely]] {
+        announced_corruption_ = true;
+        channel_->AnnounceCorruption();
+      }
+      return {};
+    }
   }
   return {channel_->payload(loan_), channel_->params().slot_size};
 }
@@ -154,7 +162,13 @@ TETHER_HOT_PATH SendResult Publisher::Send(size_t size, const SendTimes* times,
   // A SIGBUS during the send (the file shrank) was absorbed by the mapping
   // guard: the message went to zero pages, not the channel.
   if (r.status == SendStatus::kOk && channel_->corrupt()) {
-    return Fail(SendStatus::kCorrupt);
+    r = Fail(SendStatus::kCorrupt);
+  }
+  // This publisher sends no more: its readers must not wait for it.
+  if (r.status == SendStatus::kCorrupt && !announced_corruption_)
+      [[unlikely]] {
+    announced_corruption_ = true;
+    channel_->AnnounceCorruption();
   }
   return r;
 }

@@ -117,6 +117,7 @@ class Publisher {
   uint64_t hint_ = 0;     // where the next free-slot scan starts
   uint64_t sequence_ = 0; // messages this publisher sent
   uint64_t failures_ = 0; // sends that failed
+  bool announced_corruption_ = false;  // Channel::AnnounceCorruption() done
 };
 
 }  // namespace tether::shm

@@ -254,7 +254,9 @@ TETHER_HOT_PATH bool Reader::HeaderOverwritten(uint64_t tail) const {
       std::atomic_ref<uint64_t>(channel_->header()->magic).load(
           std::memory_order_relaxed);
   if (magic != internal::kMagic || tail > internal::kMaxQueueIndex ||
-      tail + 1 < next_) {
+      tail + 1 < next_ ||
+      channel_->header()->corrupt_found.load(std::memory_order_relaxed) !=
+          0) {
     return true;
   }
   return tail > next_ && TailAheadOfUnplacedEntry();
@@ -280,6 +282,12 @@ ReadStatus Reader::ReportHeaderOverwritten(uint64_t tail) {
         "the channel header was overwritten: its magic number is gone, so "
         "no send can reach this reader (magic found)",
         magic);
+  } else if (channel_->header()->corrupt_found.load(
+                 std::memory_order_relaxed) != 0) {
+    channel_->ReportCorruption(
+        "another process found this channel's shared memory corrupt and "
+        "stopped using it (its own error, and `tether list`, say what and "
+        "where); no more sends will reach this reader");
   } else if (tail > internal::kMaxQueueIndex) {
     channel_->ReportCorruption(
         "the channel's tail is beyond the largest queue index (tail)", tail);

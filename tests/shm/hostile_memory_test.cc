@@ -116,6 +116,56 @@ TEST_F(HostileMemoryTest, ZeroedSlotHeadersAreCorruptionNotLoss) {
               HasSubstr("no send can leave it in"));
 }
 
+// A publisher that stops on corruption that its readers' own reads never
+// meet (garbage slot states everywhere but its loan) tells them: the wake
+// word moves (a waiter's FUTEX_WAIT returns), and a reader on another
+// handle, with nothing new to read, reports it instead of waiting forever
+// for sends that stopped. Said once per publisher.
+TEST_F(HostileMemoryTest, APublisherThatStopsOnCorruptionTellsItsReaders) {
+  auto c = Open();
+  auto pub = Publisher::Create(c.get());
+  ASSERT_TRUE(pub.ok());
+  SendSome(pub->get(), 10);
+  auto other = Channel::Open(root_.options(), "/robot/imu");
+  ASSERT_TRUE(other.ok());
+  auto reader = Reader::Create(other->get(), {.pin = true});
+  ASSERT_TRUE(reader.ok());
+  MessageView v;
+  ASSERT_EQ((*reader)->Next(&v), ReadStatus::kNothingNew);
+  ASSERT_FALSE((*reader)->HasNext());
+  const uint32_t wake_before = (*other)->LoadWakeWord();
+  // Every slot in a state no send leaves it in, the publisher's next loan
+  // (taken at its last commit) included.
+  const uint64_t garbage = in::Owned(0xff);
+  for (uint64_t s = 0; s < kParams.pool_size(); ++s) {
+    in::ChannelAccess::slot_header(*c, s)->state.store(garbage);
+  }
+  // Before the publisher stops, the reader sees nothing wrong.
+  ASSERT_FALSE((*reader)->HasNext());
+  EXPECT_EQ((*pub)->Send(64).status, SendStatus::kCorrupt);
+  ASSERT_TRUE(c->corrupt());
+  const uint32_t wake_after = (*other)->LoadWakeWord();
+  EXPECT_NE(wake_after, wake_before);
+  EXPECT_TRUE((*reader)->HasNext());
+  EXPECT_EQ((*reader)->Next(&v), ReadStatus::kCorrupt);
+  EXPECT_EQ((*reader)->total_missed(), 0u);
+  EXPECT_THAT(std::string((*other)->corruption()),
+              HasSubstr("another process found this channel's shared memory "
+                        "corrupt"));
+  // Later failed sends do not wake anyone again.
+  EXPECT_EQ((*pub)->Send(64).status, SendStatus::kCorrupt);
+  EXPECT_EQ((*other)->LoadWakeWord(), wake_after);
+  // And every later opener (a tool, a restarted node) finds it corrupt.
+  auto later = Channel::Open(root_.options(), "/robot/imu");
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_TRUE((*later)->corrupt());
+  const absl::Status check = (*later)->CheckConsistency();
+  EXPECT_TRUE(absl::IsDataLoss(check)) << check;
+  EXPECT_THAT(std::string(check.message()),
+              HasSubstr("a publisher of this channel found its shared memory "
+                        "corrupt"));
+}
+
 // Slot headers overwritten with states no step leaves a slot in (an owner
 // beyond the registry) everywhere but the publisher's loan: sends fail as
 // corruption, said once, not as a pool that is merely full (kNoLoan).
