@@ -90,6 +90,28 @@ TEST_F(HostileReader, PinningEverySlotMakesSendsFailCountedNeverCorrupt) {
   EXPECT_TRUE(channel_->CheckConsistency().ok());
 }
 
+// With every slot pinned, a new publisher is refused with what to do:
+// the pins are readers' (config or a hostile writer of the reader-state
+// file), and the clean command starts afresh.
+TEST(HostileReaderPins, ANewPublisherWithEverySlotPinnedSaysWhatToDo) {
+  testing::ScopedRoot root;
+  QueueParams params = kParams;
+  params.max_publishers = 2;
+  auto c = Channel::OpenOrCreate(root.options(), "c", params);
+  ASSERT_TRUE(c.ok()) << c.status();
+  for (uint64_t s = 0; s < params.pool_size(); ++s) {
+    in::ChannelAccess::pin_word(**c, s)->store(~uint64_t{0});
+  }
+  auto p = Publisher::Create(c->get());
+  ASSERT_TRUE(absl::IsResourceExhausted(p.status())) << p.status();
+  EXPECT_THAT(std::string(p.status().message()),
+              HasSubstr("no free slot for a new publisher"));
+  EXPECT_THAT(std::string(p.status().message()), HasSubstr("maxPinned"));
+  EXPECT_THAT(std::string(p.status().message()),
+              HasSubstr(Channel::CleanCommand(root.options())));
+  EXPECT_FALSE((*c)->corrupt());
+}
+
 TEST_F(HostileReader, SleeperBitsCostWakesButBreakNothing) {
   in::ChannelAccess::state_header(*channel_)->sleeper_mask.store(~uint64_t{0});
   auto r = Reader::Create(channel_.get(), {.pin = true});
