@@ -40,19 +40,26 @@ class EndpointsTest : public ::testing::Test {
   }
 
   // A channel entry as a validated stack config would have it.
-  std::unique_ptr<ChannelHandle> MakeChannel(const std::string& name,
-                                             const std::string& type,
-                                             uint32_t max_size,
-                                             uint32_t depth = 8) {
+  // ChannelHandle::Create of a config entry (2 publishers, 4 pins).
+  absl::StatusOr<std::unique_ptr<ChannelHandle>> CreateChannel(
+      const std::string& name, const std::string& type, uint32_t max_size,
+      uint32_t depth = 8, double frequency_hz = 0) {
     capnp::MallocMessageBuilder m;
     auto c = m.initRoot<config::Channel>();
     c.setName(name);
     c.setType(type);
     c.setMaxSize(max_size);
     c.setQueueDepth(depth);
+    c.setFrequencyHz(frequency_hz);
     c.setMaxPublishers(2);
     c.setMaxPinned(4);
-    auto h = ChannelHandle::Create(root_.options(), c.asReader(), schemas_);
+    return ChannelHandle::Create(root_.options(), c.asReader(), schemas_);
+  }
+  std::unique_ptr<ChannelHandle> MakeChannel(const std::string& name,
+                                             const std::string& type,
+                                             uint32_t max_size,
+                                             uint32_t depth = 8) {
+    auto h = CreateChannel(name, type, max_size, depth);
     EXPECT_TRUE(h.ok()) << h.status();
     return h.ok() ? std::move(*h) : nullptr;
   }
@@ -395,15 +402,7 @@ TEST_F(EndpointsTest, WrongTypeFailsAtCreationWithBothTypeNames) {
 
 TEST_F(EndpointsTest, ReopeningAChannelWithAnotherTypeIsRefused) {
   auto ch = MakeChannel("/clash", kSample, 256);
-  capnp::MallocMessageBuilder m;
-  auto c = m.initRoot<config::Channel>();
-  c.setName("/clash");
-  c.setType(kScalars);
-  c.setMaxSize(256);
-  c.setQueueDepth(8);
-  c.setMaxPublishers(2);
-  c.setMaxPinned(4);
-  auto again = ChannelHandle::Create(root_.options(), c.asReader(), schemas_);
+  auto again = CreateChannel("/clash", kScalars, 256);
   ASSERT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
   // Both types by name, and how to change the channel: `ch` (this
   // process) still has it open, so removing it is not the advice.
@@ -415,23 +414,15 @@ TEST_F(EndpointsTest, ReopeningAChannelWithAnotherTypeIsRefused) {
   EXPECT_THAT(again.status().message(), HasSubstr("tether clean --root"));
   // Once nobody uses it, the advice is the clean command alone.
   ch.reset();
-  auto unused = ChannelHandle::Create(root_.options(), c.asReader(), schemas_);
+  auto unused = CreateChannel("/clash", kScalars, 256);
   ASSERT_EQ(unused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(unused.status().message(), HasSubstr("no live process uses it"));
 }
 
 TEST_F(EndpointsTest, ReopeningAChannelWithAnotherMaxSizeOrRateNamesThem) {
   auto ch = MakeChannel("/rate", kSample, 256);
-  capnp::MallocMessageBuilder m;
-  auto c = m.initRoot<config::Channel>();
-  c.setName("/rate");
-  c.setType(kSample);
-  c.setMaxSize(250);  // the same slots (rounded up to 256), another maxSize
-  c.setFrequencyHz(50);
-  c.setQueueDepth(8);
-  c.setMaxPublishers(2);
-  c.setMaxPinned(4);
-  auto again = ChannelHandle::Create(root_.options(), c.asReader(), schemas_);
+  // The same slots (250 rounds up to 256), another maxSize and rate.
+  auto again = CreateChannel("/rate", kSample, 250, 8, 50);
   ASSERT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(again.status().message(),
               HasSubstr("its maxSize is 256, this config's 250"));
@@ -442,15 +433,7 @@ TEST_F(EndpointsTest, ReopeningAChannelWithAnotherMaxSizeOrRateNamesThem) {
 
 TEST_F(EndpointsTest, AnotherTypeAndShapeNamesBoth) {
   auto ch = MakeChannel("/both", kSample, 256);
-  capnp::MallocMessageBuilder m;
-  auto c = m.initRoot<config::Channel>();
-  c.setName("/both");
-  c.setType(kScalars);
-  c.setMaxSize(256);
-  c.setQueueDepth(16);
-  c.setMaxPublishers(2);
-  c.setMaxPinned(4);
-  auto again = ChannelHandle::Create(root_.options(), c.asReader(), schemas_);
+  auto again = CreateChannel("/both", kScalars, 256, 16);
   ASSERT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(again.status().message(),
               HasSubstr(absl::StrCat("it carries ", kSample)));
