@@ -18,6 +18,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "shm/channel_files.h"
@@ -51,6 +52,10 @@ using internal::NoRoomForAFile;
 using internal::NoSpaceStatus;
 using internal::RemoveStateFiles;
 using internal::StatePath;
+
+// The payload on OpenOrCreate's refusals of a channel of another shape or
+// metadata (Map), which OpenOrCreate makes anew when nobody uses it.
+constexpr char kMismatchPayload[] = "tether.shm/mismatch";
 
 // True if `fd` (the channel file at `path`) was made by another tether
 // build -- a layout version other than ours, from 2 on -- and no process
@@ -110,6 +115,14 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::OpenOrCreate(
               params, metadata);
       // Removed (or replaced) while we opened it: open or make it again.
       if (absl::IsAborted(mapped.status())) continue;
+      // Another shape or type that no process uses (a stopped stack's,
+      // from before a config or schema change): made anew, as a channel of
+      // another layout version is. Decided and removed under the exclusive
+      // lock, so a process opening it meanwhile keeps it.
+      if (mapped.status().GetPayload(kMismatchPayload).has_value()) {
+        absl::StatusOr<bool> removed = RemoveIfUnused(options, name);
+        if (removed.ok() && *removed) continue;
+      }
       return mapped;
     }
     if (existing.status().code() != absl::StatusCode::kNotFound) {
@@ -301,11 +314,13 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Map(
   }
   if (expected.has_value() && !(found == *expected)) {
     close_fd();
-    return absl::FailedPreconditionError(absl::StrCat(
+    absl::Status mismatch = absl::FailedPreconditionError(absl::StrCat(
         "channel ", name, " exists with params ", DescribeParams(found),
         " but this process expects ", DescribeParams(*expected),
         ": make every process use the same config; ",
         ChangeAdvice(options, name)));
+    mismatch.SetPayload(kMismatchPayload, absl::Cord("params"));
+    return mismatch;
   }
   Layout l = Layout::For(found, h.metadata_size);
   StateLayout sl = StateLayout::For(found);
@@ -447,13 +462,16 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Map(
        !std::equal(expected_metadata.begin(), expected_metadata.end(),
                    c->metadata_.begin()))) {
     const size_t found_bytes = c->metadata_.size();
+    const std::string channel_name = c->name_;  // `name` was moved there
     c.reset();  // unmapped and unlocked: ChangeAdvice() sees others only
-    return absl::FailedPreconditionError(absl::StrCat(
-        "channel ", name, " exists with different metadata (", found_bytes,
-        " bytes vs ", expected_metadata.size(),
+    absl::Status mismatch = absl::FailedPreconditionError(absl::StrCat(
+        "channel ", channel_name, " exists with different metadata (",
+        found_bytes, " bytes vs ", expected_metadata.size(),
         " expected): another process created it with another type or "
         "schema; make every process use the same config; ",
-        ChangeAdvice(options, name)));
+        ChangeAdvice(options, channel_name)));
+    mismatch.SetPayload(kMismatchPayload, absl::Cord("metadata"));
+    return mismatch;
   }
   if (options.lock_memory &&
       (::mlock(m, l.total) != 0 || ::mlock(sm, sl.total) != 0)) {

@@ -146,11 +146,13 @@ class Channel {
   // does not exist. Creation is race-free: both files are built under
   // private names and hard-linked into place, the data file last (layout.h),
   // so exactly one creator wins and nobody ever sees a half-initialised
-  // channel (openers never wait). If it exists,
-  // its params must equal `params` and its metadata must equal `metadata`,
-  // else FailedPrecondition naming both sides. An existing file of another
-  // layout version (another tether build's) that no process maps is
-  // removed and made anew; one still mapped is FailedPrecondition. Runs a Sweep(). Not RT-safe.
+  // channel (openers never wait). If it exists, its params must equal
+  // `params` and its metadata must equal `metadata`; one that differs and
+  // that no process has open (a stopped stack's, from before a config or
+  // schema change) is removed and made anew, and one still in use is
+  // FailedPrecondition naming both sides and how to change it
+  // (ChangeAdvice). An existing file of another layout version (another
+  // tether build's) is handled the same way. Runs a Sweep(). Not RT-safe.
   static absl::StatusOr<std::unique_ptr<Channel>> OpenOrCreate(
       const ChannelOptions& options, std::string_view name,
       const QueueParams& params, std::span<const std::byte> metadata = {});

@@ -109,21 +109,10 @@ TEST(Channel, AnyQueueDepthIsRefusedWithASuggestionInRange) {
   }
 }
 
-TEST(Channel, ParamsMismatchOnOpenNamesBothSides) {
-  ScopedRoot root;
-  ASSERT_TRUE(Channel::OpenOrCreate(root.options(), "c", SmallParams()).ok());
-  QueueParams other = SmallParams();
-  other.queue_depth = 16;
-  auto c = Channel::OpenOrCreate(root.options(), "c", other);
-  ASSERT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(c.status().message(), HasSubstr("queue_depth=8"));
-  EXPECT_THAT(c.status().message(), HasSubstr("queue_depth=16"));
-  // Nothing has it open now: the clean command removes it.
-  EXPECT_THAT(c.status().message(), HasSubstr("no live process uses it"));
-  EXPECT_THAT(c.status().message(), HasSubstr("tether clean --root"));
-}
-
-TEST(Channel, ParamsMismatchWhileInUseSaysStopTheUsersFirst) {
+// Another shape while a process uses the channel: refused, naming both
+// sides and how to change it (removing the file under a live process
+// would split the stack).
+TEST(Channel, ParamsMismatchWhileInUseNamesBothSidesAndWhatToDo) {
   ScopedRoot root;
   auto user = Channel::OpenOrCreate(root.options(), "c", SmallParams());
   ASSERT_TRUE(user.ok());
@@ -131,20 +120,51 @@ TEST(Channel, ParamsMismatchWhileInUseSaysStopTheUsersFirst) {
   other.queue_depth = 16;
   auto c = Channel::OpenOrCreate(root.options(), "c", other);
   ASSERT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(c.status().message(), HasSubstr("queue_depth=8"));
+  EXPECT_THAT(c.status().message(), HasSubstr("queue_depth=16"));
   EXPECT_THAT(c.status().message(),
               HasSubstr("stop every process that uses it"));
   EXPECT_THAT(c.status().message(), HasSubstr("splits the stack"));
+  EXPECT_THAT(c.status().message(), HasSubstr("tether clean --root"));
 }
 
-TEST(Channel, MetadataMismatchOnOpenIsAnError) {
+TEST(Channel, MetadataMismatchWhileInUseIsAnError) {
+  ScopedRoot root;
+  auto user =
+      Channel::OpenOrCreate(root.options(), "c", SmallParams(), Bytes("A"));
+  ASSERT_TRUE(user.ok());
+  auto c = Channel::OpenOrCreate(root.options(), "c", SmallParams(), Bytes("B"));
+  ASSERT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("channel c exists with different metadata"));
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("stop every process that uses it"));
+}
+
+// A stopped stack's channel of another shape or metadata (a config or
+// schema changed since) is made anew by the next creator: nobody has it
+// open, so nothing splits. The refused open drops its own lock before it
+// decides, or it would count itself as a user.
+TEST(Channel, AnUnusedChannelOfAnotherShapeOrMetadataIsMadeAnew) {
   ScopedRoot root;
   ASSERT_TRUE(
       Channel::OpenOrCreate(root.options(), "c", SmallParams(), Bytes("A")).ok());
-  auto c = Channel::OpenOrCreate(root.options(), "c", SmallParams(), Bytes("B"));
-  ASSERT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(c.status().message(), HasSubstr("different metadata"));
-  // The refused open's own lock is gone before the advice looks.
-  EXPECT_THAT(c.status().message(), HasSubstr("no live process uses it"));
+  QueueParams other = SmallParams();
+  other.queue_depth = 16;
+  auto reshaped =
+      Channel::OpenOrCreate(root.options(), "c", other, Bytes("A"));
+  ASSERT_TRUE(reshaped.ok()) << reshaped.status();
+  EXPECT_TRUE((*reshaped)->created());
+  EXPECT_EQ((*reshaped)->params().queue_depth, 16u);
+  reshaped->reset();
+  auto retyped = Channel::OpenOrCreate(root.options(), "c", other, Bytes("B"));
+  ASSERT_TRUE(retyped.ok()) << retyped.status();
+  EXPECT_TRUE((*retyped)->created());
+  // One channel, with one reader-state file: the old ones are gone.
+  auto names = Channel::List(root.options());
+  ASSERT_TRUE(names.ok());
+  EXPECT_EQ(names->size(), 1u);
+  EXPECT_TRUE((*retyped)->CheckConsistency().ok());
 }
 
 TEST(Channel, InvalidParamsAreRejectedWithTheValidRange) {

@@ -786,19 +786,19 @@ TEST_F(LauncherTest, StackMayNotDeclareTheStatusChannel) {
 }
 
 // A launch that fails after some of its channels were made (here: the
-// status channel an older launcher left has another shape) takes back the
-// channels it made and leaves what was there.
+// status channel an older launcher still uses has another shape) takes
+// back the channels it made and leaves what was there.
 TEST_F(LauncherTest, ALaunchThatFailsPartWayRemovesTheChannelsItMade) {
-  {
-    transport::SchemaRegistry schemas;
-    capnp::MallocMessageBuilder message;
-    StatusPublisher::ChannelConfig(&schemas, &message);
-    message.getRoot<transport::config::Channel>().setQueueDepth(16);
-    auto old = transport::ChannelHandle::Create(
-        root_.options(),
-        message.getRoot<transport::config::Channel>().asReader(), schemas);
-    ASSERT_TRUE(old.ok()) << old.status();
-  }
+  // Still used by the older launcher's process (an unused one would be
+  // made anew).
+  transport::SchemaRegistry schemas;
+  capnp::MallocMessageBuilder message;
+  StatusPublisher::ChannelConfig(&schemas, &message);
+  message.getRoot<transport::config::Channel>().setQueueDepth(16);
+  auto old = transport::ChannelHandle::Create(
+      root_.options(),
+      message.getRoot<transport::config::Channel>().asReader(), schemas);
+  ASSERT_TRUE(old.ok()) << old.status();
   absl::StatusOr<std::unique_ptr<Launcher>> launcher = Create(Options(
       StackJson({ImuChannel("/test/imu"), ImuChannel("/test/gyro")},
                 {ShellNode("n", "exit 0")})));
