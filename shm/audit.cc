@@ -1,10 +1,12 @@
-// shm: a handle's sticky corruption finding, and the whole-structure
-// consistency check of a channel (Channel::CheckConsistency), for tools and
-// opening. Live publishers and
+// shm: a handle's sticky corruption finding, the announcement of one to
+// readers (AnnounceCorruption), the counters tools show (Stats) and the
+// whole-structure consistency check of a channel (Channel::CheckConsistency),
+// for tools and opening. Live publishers and
 // readers may run meanwhile, so what a racing commit can legitimately show
 // is tolerated, and a finding is re-checked once before it is reported.
 #include <sys/stat.h>
 
+#include <bit>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -284,6 +286,35 @@ void Channel::AnnounceCorruption() const {
   h->corrupt_found.store(1, std::memory_order_relaxed);
   h->wake_word.fetch_add(1, std::memory_order_release);
   (void)FutexWake(&h->wake_word);
+}
+
+ChannelStats Channel::Stats() const {
+  ChannelStats s;
+  s.next_queue_index = header_->tail.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < params_.max_publishers; ++i) {
+    if (publisher_entry(i)->owner.load(std::memory_order_relaxed) != kNoOwner) {
+      ++s.publishers;
+    }
+  }
+  for (uint32_t i = 0; i < params_.max_pinned; ++i) {
+    if (reader_entry(i)->owner.load(std::memory_order_relaxed) != kNoOwner) {
+      ++s.pinning_readers;
+    }
+  }
+  for (uint32_t i = 0; i < internal::kMaxSleepers; ++i) {
+    if (sleeper_entry(i)->owner.load(std::memory_order_relaxed) != kNoOwner) {
+      ++s.registered_sleepers;
+    }
+  }
+  for (uint32_t i = 0; i < params_.max_publishers; ++i) {
+    s.send_failures +=
+        publisher_entry(i)->send_failures.load(std::memory_order_relaxed);
+  }
+  s.sleepers = static_cast<uint32_t>(std::popcount(
+                   state_header_->sleeper_mask.load(std::memory_order_relaxed))) +
+               state_header_->anonymous_sleepers.load(std::memory_order_relaxed);
+  s.file_size = size_ + state_size_;
+  return s;
 }
 
 absl::Status Channel::CheckConsistency() const {

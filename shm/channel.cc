@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <bit>
 #include <cerrno>
 #include <cstring>
 #include <functional>
@@ -536,35 +535,6 @@ void Channel::WakeAll() {
   // look again (they re-check before sleeping).
   if (data_writable_) header_->wake_word.fetch_add(1, std::memory_order_seq_cst);
   FutexWake(&header_->wake_word);
-}
-
-ChannelStats Channel::Stats() const {
-  ChannelStats s;
-  s.next_queue_index = header_->tail.load(std::memory_order_acquire);
-  for (uint32_t i = 0; i < params_.max_publishers; ++i) {
-    if (publisher_entry(i)->owner.load(std::memory_order_relaxed) != kNoOwner) {
-      ++s.publishers;
-    }
-  }
-  for (uint32_t i = 0; i < params_.max_pinned; ++i) {
-    if (reader_entry(i)->owner.load(std::memory_order_relaxed) != kNoOwner) {
-      ++s.pinning_readers;
-    }
-  }
-  for (uint32_t i = 0; i < internal::kMaxSleepers; ++i) {
-    if (sleeper_entry(i)->owner.load(std::memory_order_relaxed) != kNoOwner) {
-      ++s.registered_sleepers;
-    }
-  }
-  for (uint32_t i = 0; i < params_.max_publishers; ++i) {
-    s.send_failures +=
-        publisher_entry(i)->send_failures.load(std::memory_order_relaxed);
-  }
-  s.sleepers = static_cast<uint32_t>(std::popcount(
-                   state_header_->sleeper_mask.load(std::memory_order_relaxed))) +
-               state_header_->anonymous_sleepers.load(std::memory_order_relaxed);
-  s.file_size = size_ + state_size_;
-  return s;
 }
 
 bool Channel::ClaimIfFree(uint64_t slot, uint32_t owner) {

@@ -379,7 +379,7 @@ class Channel {
   SweepReport Sweep();
 
   // Counters for tools. A snapshot of values that move while read. Any
-  // thread; RT-safe (loads only), O(registries).
+  // thread; RT-safe (loads only), O(registries). Defined in audit.cc.
   ChannelStats Stats() const;
 
   // Who is registered in the channel's registries, alive or dead. For tools
