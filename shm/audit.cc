@@ -318,10 +318,14 @@ ChannelStats Channel::Stats() const {
 }
 
 absl::Status Channel::CheckConsistency() const {
-  if (corrupt()) {
+  // Every data-file finding, as this handle recorded it first.
+  const auto corrupt_error = [this] {
     return absl::DataLossError(absl::StrCat(
         "channel ", name_, " is corrupt: ", std::string(corruption()),
         "; remove ", path_, " and restart the stack's nodes on it"));
+  };
+  if (corrupt()) {
+    return corrupt_error();
   }
   // A publisher stopped on a finding of its own (AnnounceCorruption): the
   // channel stays corrupt for every later opener, tools and restarted
@@ -330,9 +334,7 @@ absl::Status Channel::CheckConsistency() const {
     ReportCorruption(
         "a publisher of this channel found its shared memory corrupt and "
         "stopped sending (its own error says what and where)");
-    return absl::DataLossError(absl::StrCat(
-        "channel ", name_, " is corrupt: ", std::string(corruption()),
-        "; remove ", path_, " and restart the stack's nodes on it"));
+    return corrupt_error();
   }
   // A file cut short inside one of its huge pages (channel_files.h) reads
   // as zeros up to that page's end instead of raising SIGBUS: tmpfs keeps
@@ -345,9 +347,7 @@ absl::Status Channel::CheckConsistency() const {
         "the channel file was truncated (or resized) under this process: "
         "its size (first number) no longer matches its params (second)",
         static_cast<uint64_t>(st.st_size), size_);
-    return absl::DataLossError(absl::StrCat(
-        "channel ", name_, " is corrupt: ", std::string(corruption()),
-        "; remove ", path_, " and restart the stack's nodes on it"));
+    return corrupt_error();
   }
   std::string problem;
   Snapshot snap;
@@ -386,9 +386,7 @@ absl::Status Channel::CheckConsistency() const {
         "re-create the channel (tether clean after stopping the stack)"));
   }
   ReportCorruption(problem.c_str());
-  return absl::DataLossError(absl::StrCat(
-      "channel ", name_, " is corrupt: ", problem, "; remove ", path_,
-      " and restart the stack's nodes on it"));
+  return corrupt_error();
 }
 
 }  // namespace tether::shm

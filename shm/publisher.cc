@@ -111,10 +111,7 @@ TETHER_HOT_PATH std::span<std::byte> Publisher::Loan() {
     if (loan_ < 0) {
       // No slot because the slot headers are corrupt: no send will follow
       // (a caller gives up on an empty loan), so say it here.
-      if (channel_->corrupt() && !announced_corruption_) [[unlikely]] {
-        announced_corruption_ = true;
-        channel_->AnnounceCorruption();
-      }
+      if (channel_->corrupt()) [[unlikely]] AnnounceCorruptionOnce();
       return {};
     }
   }
@@ -150,6 +147,12 @@ TETHER_HOT_PATH void Publisher::TakeNextLoan(uint64_t evicted,
   loan_ = channel_->ClaimFreeSlot(index_, &hint_, /*sweep=*/false);
 }
 
+void Publisher::AnnounceCorruptionOnce() {
+  if (announced_corruption_) return;
+  announced_corruption_ = true;
+  channel_->AnnounceCorruption();
+}
+
 void Publisher::CountFailure() {
   PublisherEntry* e = channel_->publisher_entry(index_);
   e->send_failures.fetch_add(1, std::memory_order_relaxed);
@@ -170,11 +173,7 @@ TETHER_HOT_PATH SendResult Publisher::Send(size_t size, const SendTimes* times,
     r = Fail(SendStatus::kCorrupt);
   }
   // This publisher sends no more: its readers must not wait for it.
-  if (r.status == SendStatus::kCorrupt && !announced_corruption_)
-      [[unlikely]] {
-    announced_corruption_ = true;
-    channel_->AnnounceCorruption();
-  }
+  if (r.status == SendStatus::kCorrupt) [[unlikely]] AnnounceCorruptionOnce();
   return r;
 }
 

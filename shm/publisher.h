@@ -117,7 +117,10 @@ class Publisher {
   uint64_t hint_ = 0;     // where the next free-slot scan starts
   uint64_t sequence_ = 0; // messages this publisher sent
   uint64_t failures_ = 0; // sends that failed
-  bool announced_corruption_ = false;  // Channel::AnnounceCorruption() done
+  // This publisher stops on a corrupt channel: its readers are told, once
+  // (Channel::AnnounceCorruption). Error path; RT-safe.
+  void AnnounceCorruptionOnce();
+  bool announced_corruption_ = false;
 };
 
 }  // namespace tether::shm
