@@ -65,7 +65,8 @@ bool IsUnusedOtherLayout(int fd, const std::string& path) {
   ChannelHeader h;
   if (::pread(fd, &h, sizeof(h), 0) != static_cast<ssize_t>(sizeof(h)) ||
       h.magic != internal::kMagic ||
-      h.layout_version == internal::kLayoutVersion || h.layout_version < 2) {
+      h.layout_version == internal::kLayoutVersion ||
+      h.layout_version < internal::kFirstLockingLayout) {
     return false;
   }
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) return false;

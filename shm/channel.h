@@ -183,6 +183,17 @@ class Channel {
   static absl::StatusOr<bool> InUse(const ChannelOptions& options,
                                     std::string_view name);
 
+  // True when the file at `name`'s path is a data file whose every mapper
+  // holds the shared flock InUse() probes (layout kFirstLockingLayout up to
+  // this build's): its header names our magic and such a layout, or, with
+  // the magic damaged, its nonce still names one of its reader-state files.
+  // Then InUse() alone says whether any process maps it, even when Open()
+  // refuses it (truncated, grown, corrupt params); for other files (older
+  // layouts, junk, a header that cannot be read) only /proc/*/maps can.
+  // Reads the header with pread; maps nothing. Any thread; not RT-safe.
+  static bool LockTellsUse(const ChannelOptions& options,
+                           std::string_view name);
+
   // Removes the channel if no process has it open (InUse), deciding and
   // removing under one exclusive flock, so that a process opening it at
   // that moment never keeps an orphan (Map checks the path after its lock

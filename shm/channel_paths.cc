@@ -191,6 +191,26 @@ absl::StatusOr<bool> Channel::InUse(const ChannelOptions& options,
   return busy;
 }
 
+bool Channel::LockTellsUse(const ChannelOptions& options,
+                           std::string_view name) {
+  const std::string path = PathFor(options, name);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  internal::ChannelHeader h;
+  const bool read =
+      ::pread(fd, &h, sizeof(h), 0) == static_cast<ssize_t>(sizeof(h));
+  ::close(fd);
+  if (!read || h.layout_version < internal::kFirstLockingLayout ||
+      h.layout_version > internal::kLayoutVersion) {
+    return false;
+  }
+  if (h.magic == internal::kMagic) return true;
+  // Damaged magic: ours if the nonce pairs it with a reader-state file of
+  // its name (layout 3 on), which junk does not do by chance.
+  struct stat st;
+  return ::stat(internal::StatePath(path, h.nonce).c_str(), &st) == 0;
+}
+
 int Channel::ProbeHugePages(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) return errno;

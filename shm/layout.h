@@ -219,6 +219,9 @@ inline constexpr uint64_t kStateMagic = 0x53525245'48544554ull;
 // 4: a data file of 2 MiB or more is a whole number of huge pages.
 // 5: a slot header carries the message's origin (SendTimes::origin).
 inline constexpr uint32_t kLayoutVersion = 5;
+// From layout 2 on, every process that maps a channel's data file holds a
+// shared flock on it for as long as it does (Channel::InUse probes it).
+inline constexpr uint32_t kFirstLockingLayout = 2;
 inline constexpr size_t kCacheLine = 64;
 inline constexpr uint32_t kMaxMetadataSize = 1u << 20;
 

@@ -192,11 +192,16 @@ absl::StatusOr<CleanReport> CleanInstance(const shm::ChannelOptions& options,
         shm::Channel::Open(options, name);  // sweeps dead processes
     const std::string path = shm::Channel::PathFor(options, name);
     if (!ch.ok()) {
-      // Another layout version, or not a channel at all: junk only if no
-      // process has the file mapped (older layouts hold no lock: the maps
-      // of every process are searched too).
+      // Another layout version, a damaged channel or not a channel at all:
+      // junk only if no process has the file mapped. Where the header says
+      // every mapper holds the flock, its probe says so; otherwise (layout
+      // 1, an unreadable header) the maps of every process are searched too.
+      entry.unopenable = true;
       const absl::StatusOr<bool> locked = shm::Channel::InUse(options, name);
-      const Mapping mapping = FindMapping(path);
+      const Mapping mapping =
+          locked.ok() && !*locked && shm::Channel::LockTellsUse(options, name)
+              ? Mapping::kNone
+              : FindMapping(path);
       if ((locked.ok() && *locked) || mapping == Mapping::kMapped) {
         entry.reason = absl::StrCat("kept: cannot open (", ch.status().message(),
                                     ") and a process has it mapped");
@@ -356,9 +361,10 @@ ArgParser CleanParser() {
       "mapped. Also removes temporary files of channel creators that died,\n"
       "and the instance directory if it ends up empty. A corrupt channel is\n"
       "removed by the same rule, with the liveness of the processes\n"
-      "registered in it looked up (a corrupt channel cannot be swept); one\n"
-      "kept because a live process uses it makes the exit status 1. Prints\n"
-      "what it removed and what it kept, and why.");
+      "registered in it looked up (a corrupt channel cannot be swept). A\n"
+      "corrupt channel or a file that cannot be opened as one that is kept\n"
+      "(a live process uses it, or whether one does cannot be told) makes\n"
+      "the exit status 1. Prints what it removed and what it kept, and why.");
   AddRootInstanceOptions(parser);
   parser.AddFlag("dry-run", "only print what would be removed");
   parser.AddFlag("force",
@@ -379,10 +385,11 @@ int RunCleanCommand(const ParsedArgs& args, std::ostream& out,
     return kExitFailure;
   }
   out << FormatCleanReport(*report, dry_run);
-  // A corrupt channel left behind is a problem still to solve (the reason
-  // says what to run): scripts see it in the exit status.
+  // A corrupt channel or a file that is not one left behind is a problem
+  // still to solve (the reason says what to do): scripts see it in the
+  // exit status.
   for (const CleanEntry& e : report->entries) {
-    if (e.corrupt && !e.removed) return kExitFailure;
+    if ((e.corrupt || e.unopenable) && !e.removed) return kExitFailure;
   }
   return kExitOk;
 }

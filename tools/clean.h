@@ -17,6 +17,9 @@ struct CleanEntry {
   std::string name;   // channel name, or file name for a temporary file
   bool removed = false;  // (or would be, with dry_run)
   bool corrupt = false;  // a channel whose memory is corrupt
+  // A file that cannot be opened as a channel of this build (another
+  // layout, damaged, junk).
+  bool unopenable = false;
   std::string reason;
 };
 
@@ -33,9 +36,11 @@ struct CleanReport {
 // no process registered in it is alive (looked up, shm::Channel::Registered)
 // and no process has it open, kept otherwise, and reported as corrupt with
 // its finding and the command to run once its users are stopped. A file
-// that cannot be opened as a channel (another layout version, or junk) is
-// removed when no process has it mapped (searched in /proc/*/maps); when
-// some process's maps are unreadable it is kept unless `force`. Temporary files ".<name>.tmp.<pid>.<n>" are removed when their
+// that cannot be opened as a channel (another layout version, damaged, or
+// junk) is removed when no process has it mapped: when its header says
+// every mapper holds the flock (Channel::LockTellsUse), InUse decides;
+// otherwise /proc/*/maps are searched, and when some process's maps are
+// unreadable it is kept unless `force`. Temporary files ".<name>.tmp.<pid>.<n>" are removed when their
 // creator pid is gone. Other files are kept. Removes the instance directory
 // if it ends up empty. `dry_run` changes nothing.
 absl::StatusOr<CleanReport> CleanInstance(const shm::ChannelOptions& options,

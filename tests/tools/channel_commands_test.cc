@@ -2,11 +2,14 @@
 // unique shm root: output lines, losses, rate limiting, errors, statistics
 // and what clean removes and keeps.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstring>
+#include <functional>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -694,6 +697,92 @@ TEST_F(ChannelCommandsTest, CleanNeverRemovesACorruptChannelALiveProcessUses) {
     EXPECT_FALSE(e.removed) << e.name;
   }
   EXPECT_EQ(shm::Channel::List(root_.options())->size(), 2u);
+}
+
+// The runtime attacker's damaged files: a channel this build made, then
+// truncated, grown, its magic zeroed, its slot size changed. None opens
+// any more, and /proc/<pid>/maps of other users may be unreadable (here
+// even root's are), so the maps scan cannot tell whether a process maps
+// them; the header says the flock can, and clean decides by it: kept (exit
+// 1) while a process that opened the channel before the damage still has
+// it, removed without --force once it is gone.
+TEST_F(ChannelCommandsTest, CleanDecidesDamagedChannelsByTheirLock) {
+  using Header = shm::internal::ChannelHeader;
+  const auto damage = [&](const std::string& name,
+                          const std::function<void(int fd)>& how) {
+    const std::string path = shm::Channel::PathFor(root_.options(), name);
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(fd, 0) << path;
+    how(fd);
+    ::close(fd);
+  };
+  const auto poke = [](int fd, size_t offset, uint64_t value, size_t bytes) {
+    EXPECT_EQ(::pwrite(fd, &value, bytes, static_cast<off_t>(offset)),
+              static_cast<ssize_t>(bytes));
+  };
+  const std::vector<std::string> names = {"/truncated", "/grown",
+                                          "/zeroed_magic", "/slot_size"};
+  std::vector<std::unique_ptr<transport::ChannelHandle>> users;
+  for (const std::string& n : names) users.push_back(MakeChannel(n));
+  damage("/truncated", [](int fd) { EXPECT_EQ(::ftruncate(fd, 4096), 0); });
+  damage("/grown", [](int fd) {
+    struct stat st;
+    ASSERT_EQ(::fstat(fd, &st), 0);
+    EXPECT_EQ(::ftruncate(fd, st.st_size + 4096), 0);
+  });
+  damage("/zeroed_magic",
+         [&](int fd) { poke(fd, offsetof(Header, magic), 0, 8); });
+  damage("/slot_size",
+         [&](int fd) { poke(fd, offsetof(Header, slot_size), 123456, 4); });
+  for (const std::string& n : names) {
+    EXPECT_FALSE(shm::Channel::Open(root_.options(), n).ok()) << n;
+    EXPECT_TRUE(shm::Channel::LockTellsUse(root_.options(), n)) << n;
+  }
+
+  const std::vector<std::string> where = {"--root", root_.root(),
+                                          "--instance", "test"};
+  std::string text;
+  EXPECT_EQ(RunClean(where, &text), kExitFailure) << text;
+  for (const std::string& n : names) {
+    EXPECT_THAT(text, HasSubstr(n + ": kept: cannot open ("));
+  }
+  EXPECT_THAT(text, Not(HasSubstr("maps are unreadable")));
+  EXPECT_EQ(shm::Channel::List(root_.options())->size(), names.size());
+
+  users.clear();  // the processes that used them stopped
+  std::vector<std::string> dry = where;
+  dry.push_back("--dry-run");
+  EXPECT_EQ(RunClean(dry, &text), kExitOk) << text;
+  EXPECT_EQ(shm::Channel::List(root_.options())->size(), names.size());
+  EXPECT_EQ(RunClean(where, &text), kExitOk) << text;
+  for (const std::string& n : names) {
+    EXPECT_THAT(text, HasSubstr("removed " + n + ": cannot open ("));
+  }
+  EXPECT_TRUE(shm::Channel::List(root_.options())->empty());
+  // Their reader-state files went with them: the folder is empty.
+  EXPECT_THAT(text, HasSubstr("removed empty directory"));
+}
+
+// A file no header vouches for (junk where a channel's file would be) is
+// decided by the maps scan: removed where every process's maps can be
+// read, kept with exit status 1 and the --force advice where some cannot.
+TEST_F(ChannelCommandsTest, CleanOfJunkSaysWhetherItRemovedIt) {
+  const std::string dir = root_.root() + "/test/";
+  ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
+  std::ofstream(dir + "%2Fjunk") << std::string(4096, '\0');
+  EXPECT_FALSE(shm::Channel::LockTellsUse(root_.options(), "/junk"));
+  std::string text;
+  const int code =
+      RunClean({"--root", root_.root(), "--instance", "test"}, &text);
+  const bool gone = ::access((dir + "%2Fjunk").c_str(), F_OK) != 0;
+  if (gone) {
+    EXPECT_EQ(code, kExitOk) << text;
+    EXPECT_THAT(text, HasSubstr("removed /junk: cannot open ("));
+  } else {
+    EXPECT_EQ(code, kExitFailure) << text;
+    EXPECT_THAT(text, HasSubstr("/junk: kept: cannot open ("));
+    EXPECT_THAT(text, HasSubstr("--force removes it"));
+  }
 }
 
 }  // namespace
