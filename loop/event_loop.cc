@@ -52,34 +52,62 @@ EventLoop::EventLoop(std::string name, const transport::ChannelSet* channels,
 EventLoop::~EventLoop() {
   TETHER_LOOP_CHECK(detached_,
                     "an EventLoop kind must call Detach() in its destructor");
-  std::string senders;
+  // The loop's own readers go first: what is left was handed out.
+  watchers_.clear();
+  std::string senders, fetchers;
   {
-    const std::lock_guard<std::mutex> lock(live_senders_mutex_);
-    for (const auto& [channel, count] : live_senders_) {
-      absl::StrAppend(&senders, senders.empty() ? "" : ", ", count, " on ",
-                      channel->name());
-    }
+    const std::lock_guard<std::mutex> lock(live_endpoints_mutex_);
+    const auto list = [](const EndpointCounts& counts) {
+      std::map<std::string, int> by_name;  // in a stable order
+      for (const auto& [channel, count] : counts) {
+        by_name[channel->name()] += count;
+      }
+      std::string out;
+      for (const auto& [name, count] : by_name) {
+        absl::StrAppend(&out, out.empty() ? "" : ", ", count, " on ", name);
+      }
+      return out;
+    };
+    senders = list(live_senders_);
+    fetchers = list(live_fetchers_);
   }
-  if (!senders.empty()) {
+  if (!senders.empty() || !fetchers.empty()) {
+    const std::string what = absl::StrCat(
+        senders.empty() ? "" : absl::StrCat("senders (", senders, ")"),
+        senders.empty() || fetchers.empty() ? "" : " and ",
+        fetchers.empty() ? "" : absl::StrCat("fetchers (", fetchers, ")"));
     std::fprintf(stderr,
-                 "tether::loop: event loop \"%s\" destroyed while senders "
-                 "it made still exist (%s): destroy every sender before the "
-                 "loop that made it (its next Send() would call the freed "
-                 "loop)\n",
-                 name_.c_str(), senders.c_str());
+                 "tether::loop: event loop \"%s\" destroyed while %s it "
+                 "made still exist: destroy every sender and fetcher before "
+                 "the loop that made it (its next Send() or read would call "
+                 "the freed loop)\n",
+                 name_.c_str(), what.c_str());
     std::abort();
   }
 }
 
+void EventLoop::CountEndpoint(EndpointCounts* counts,
+                              const transport::ChannelHandle& channel,
+                              int delta) {
+  const std::lock_guard<std::mutex> lock(live_endpoints_mutex_);
+  auto it = counts->try_emplace(&channel, 0).first;
+  if ((it->second += delta) <= 0) counts->erase(it);
+}
+
 void EventLoop::PublisherMade(const transport::ChannelHandle& channel) {
-  const std::lock_guard<std::mutex> lock(live_senders_mutex_);
-  ++live_senders_[&channel];
+  CountEndpoint(&live_senders_, channel, +1);
 }
 
 void EventLoop::PublisherGone(const transport::ChannelHandle& channel) {
-  const std::lock_guard<std::mutex> lock(live_senders_mutex_);
-  auto it = live_senders_.find(&channel);
-  if (it != live_senders_.end() && --it->second == 0) live_senders_.erase(it);
+  CountEndpoint(&live_senders_, channel, -1);
+}
+
+void EventLoop::SubscriberMade(const transport::ChannelHandle& channel) {
+  CountEndpoint(&live_fetchers_, channel, +1);
+}
+
+void EventLoop::SubscriberGone(const transport::ChannelHandle& channel) {
+  CountEndpoint(&live_fetchers_, channel, -1);
 }
 
 void EventLoop::Detach(bool port_survives) {

@@ -155,7 +155,8 @@ class EventLoop : protected transport::EndpointHooks {
   // Pulls messages without a callback: Latest() (the newest) or Next() (in
   // order, with loss counts). Pins what it returns until the next call. Its
   // reads are RT-safe. Takes one of the channel's maxPinned entries. Destroy
-  // it before the loop.
+  // it before the loop: a loop destroyed while a fetcher it made lives
+  // aborts, naming the fetcher's channel.
   absl::StatusOr<std::unique_ptr<RawFetcher>> MakeRawFetcher(
       const std::string& channel);
   template <typename T>
@@ -301,11 +302,14 @@ class EventLoop : protected transport::EndpointHooks {
   void MessageMalformed(const transport::ChannelHandle& channel,
                         const MessageContext& context,
                         const std::string& why) override;
-  // Counts the senders this loop made that still exist: destroying the
-  // loop before one of them aborts, naming it (its next Send() would call
-  // the freed loop). Any thread.
+  // Count the senders and fetchers this loop made that still exist:
+  // destroying the loop before one of them aborts, naming it (its next
+  // Send() or read would call the freed loop). The loop's own watchers are
+  // subscribers too; they are gone before the count is read. Any thread.
   void PublisherMade(const transport::ChannelHandle& channel) override;
   void PublisherGone(const transport::ChannelHandle& channel) override;
+  void SubscriberMade(const transport::ChannelHandle& channel) override;
+  void SubscriberGone(const transport::ChannelHandle& channel) override;
 
   // Unregisters the loop's watchers and the loop from the driver. Every
   // kind calls it first in its destructor, while the driver, port and
@@ -375,10 +379,15 @@ class EventLoop : protected transport::EndpointHooks {
   Driver* const driver_;
   bool started_ = false;
   bool detached_ = false;
-  // The senders made by this loop that still exist, by channel (setup and
-  // teardown only: senders come and go on any thread, never on a hot path).
-  std::mutex live_senders_mutex_;
-  std::map<const transport::ChannelHandle*, int> live_senders_;
+  // The senders and subscribers (fetchers, and the watchers' own) made by
+  // this loop that still exist, by channel (setup and teardown only: they
+  // come and go on any thread, never on a hot path).
+  using EndpointCounts = std::map<const transport::ChannelHandle*, int>;
+  void CountEndpoint(EndpointCounts* counts,
+                     const transport::ChannelHandle& channel, int delta);
+  std::mutex live_endpoints_mutex_;
+  EndpointCounts live_senders_;
+  EndpointCounts live_fetchers_;
   bool check_allocations_ = false;
   EventContext context_;
   std::vector<std::unique_ptr<internal::Watcher>> watchers_;

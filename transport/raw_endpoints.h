@@ -98,6 +98,10 @@ class EndpointHooks {
   // Setup; any thread. Default: nothing.
   virtual void PublisherMade(const ChannelHandle& channel) { (void)channel; }
   virtual void PublisherGone(const ChannelHandle& channel) { (void)channel; }
+  // The same for a subscriber (a loop's fetcher would call the freed loop
+  // for its receive time).
+  virtual void SubscriberMade(const ChannelHandle& channel) { (void)channel; }
+  virtual void SubscriberGone(const ChannelHandle& channel) { (void)channel; }
 };
 
 // One publisher on a channel. Not copyable or movable; one thread at a time
@@ -237,6 +241,9 @@ class RawSubscriber {
 
   RawSubscriber(const RawSubscriber&) = delete;
   RawSubscriber& operator=(const RawSubscriber&) = delete;
+  ~RawSubscriber() {
+    if (hooks_ != nullptr) hooks_->SubscriberGone(*channel_);
+  }
 
   // The next message after the cursor, valid (pinned) until the next call
   // or Release(). RT-safe: lock-free, no allocation, no syscall but the
@@ -282,7 +289,9 @@ class RawSubscriber {
  private:
   RawSubscriber(ChannelHandle* channel, std::unique_ptr<shm::Reader> r,
                 EndpointHooks* hooks)
-      : channel_(channel), reader_(std::move(r)), hooks_(hooks) {}
+      : channel_(channel), reader_(std::move(r)), hooks_(hooks) {
+    if (hooks_ != nullptr) hooks_->SubscriberMade(*channel_);
+  }
   ReceiveStatus Fill(shm::ReadStatus status, const shm::MessageView& view,
                      RawMessage* message);
   // Copy mode: copies view_ into copy_; false if it was overwritten meanwhile.

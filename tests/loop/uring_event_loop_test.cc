@@ -208,9 +208,10 @@ std::string BackendName(const ::testing::TestParamInfo<WakeBackend>& info) {
   return info.param == WakeBackend::kUringFutex ? "UringFutex" : "FutexWaitv";
 }
 
-// A sender must die before its loop: a loop destroyed first aborts at
-// once, naming the sender's channel, rather than leave the sender to
-// crash in its next Send() (which calls into the loop).
+// A sender or fetcher must die before its loop: a loop destroyed first
+// aborts at once, naming the endpoint's channel, rather than leave it to
+// crash in its next Send() or read (which call into the loop). The loop's
+// own watchers are readers too, and never count.
 TEST_P(UringEventLoopTest, DestroyingTheLoopBeforeItsSenderAbortsNamingIt) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(
@@ -221,14 +222,32 @@ TEST_P(UringEventLoopTest, DestroyingTheLoopBeforeItsSenderAbortsNamingIt) {
         raw->reset();  // gone in time: not counted
         loop.reset();
       },
-      "event loop \"node\" destroyed while senders it made still exist "
-      "\\(1 on /idle\\)");
-  // In order, nothing is said.
+      "event loop \"node\" destroyed while senders \\(1 on /idle\\) it "
+      "made still exist");
+  EXPECT_DEATH(
+      {
+        auto loop = MakeLoop();
+        (void)loop->MakeWatcher<Scalars>(
+            "/idle", [](Scalars::Reader, const MessageContext&) {});
+        auto fetcher = loop->MakeFetcher<Scalars>("/idle");
+        auto raw = loop->MakeRawFetcher("/wake");
+        auto sender = loop->MakeRawSender("/wake");
+        loop.reset();
+      },
+      "destroyed while senders \\(1 on /wake\\) and fetchers \\(1 on "
+      "/idle, 1 on /wake\\) it made still exist: destroy every sender and "
+      "fetcher");
+  // In order, nothing is said, watchers or not.
   auto loop = MakeLoop();
   ASSERT_NE(loop, nullptr);
+  (void)loop->MakeWatcher<Scalars>(
+            "/idle", [](Scalars::Reader, const MessageContext&) {});
   auto sender = loop->MakeSender<Scalars>("/idle");
   ASSERT_TRUE(sender.ok());
+  auto fetcher = loop->MakeFetcher<Scalars>("/wake");
+  ASSERT_TRUE(fetcher.ok());
   sender->reset();
+  fetcher->reset();
   loop.reset();
 }
 
