@@ -20,6 +20,7 @@
 #include "tests/shm/multi_user_test.h"
 #include "tests/shm/shm_test_util.h"
 #include "tests/transport/framing_test.capnp.h"
+#include "tests/util/child_process.h"
 #include "transport/channel_set.h"
 #include "transport/config.h"
 #include "transport/schema_registry.h"
@@ -27,6 +28,8 @@
 
 namespace tether::loop {
 namespace {
+
+using ::tether::testing::ChildProcess;
 
 constexpr int kMessages = 400;
 
@@ -56,30 +59,24 @@ TEST(GuestLoop, ReaderWithoutReaderStateWriteReceivesEverythingAndCostsNothing) 
   auto pub = transport::Publisher<Scalars>::Create(*channel);
   ASSERT_TRUE(pub.ok());
 
-  int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
   const std::string note_path = root.root() + "-note.txt";
-  std::fflush(nullptr);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    ::close(ready[0]);
+  ChildProcess child([&](const ChildProcess::Voice& voice) {
     if (::setgroups(0, nullptr) != 0 || ::setgid(testing::kNogroup) != 0 ||
         ::setuid(testing::kNobody) != 0) {
-      ::_exit(100);
+      return 100;
     }
     // The loop's note goes to stderr: keep it for the parent to read.
-    if (std::freopen(note_path.c_str(), "w", stderr) == nullptr) ::_exit(101);
+    if (std::freopen(note_path.c_str(), "w", stderr) == nullptr) return 101;
     transport::SchemaRegistry s;
     s.Register<Scalars>();
     auto guest_set = transport::ChannelSet::Create(root.options(), *stack, s);
     if (!guest_set.ok()) {
       std::fprintf(stderr, "open: %s\n",
                    std::string(guest_set.status().message()).c_str());
-      ::_exit(1);
+      return 1;
     }
     auto loop = UringEventLoop::Create("viz", guest_set->get(), {});
-    if (!loop.ok()) ::_exit(2);
+    if (!loop.ok()) return 2;
     int64_t expected = 0;
     uint64_t missed = 0, out_of_order = 0;
     auto w = (*loop)->MakeWatcher<Scalars>(
@@ -91,23 +88,21 @@ TEST(GuestLoop, ReaderWithoutReaderStateWriteReceivesEverythingAndCostsNothing) 
         });
     if (!w.ok()) {
       std::fprintf(stderr, "watch: %s\n", std::string(w.status().message()).c_str());
-      ::_exit(3);
+      return 3;
     }
     (*loop)->AddTimer([&] { (*loop)->Exit(); })
         ->Schedule((*loop)->monotonic_now() + std::chrono::seconds(20));
-    (void)::write(ready[1], "x", 1);
+    voice.Say();
     (*loop)->Run();
     std::fprintf(stderr, "got %lld missed %llu out_of_order %llu\n",
                  static_cast<long long>(expected),
                  static_cast<unsigned long long>(missed),
                  static_cast<unsigned long long>(out_of_order));
     std::fflush(stderr);
-    ::_exit(expected == kMessages && missed == 0 && out_of_order == 0 ? 0 : 4);
-  }
-  ::close(ready[1]);
-  char byte;
-  ASSERT_EQ(::read(ready[0], &byte, 1), 1) << "the guest did not start";
-  ::close(ready[0]);
+    return expected == kMessages && missed == 0 && out_of_order == 0 ? 0 : 4;
+  });
+  ASSERT_TRUE(child.Heard().has_value())
+      << "the guest did not start (step " << child.ExitCode() << ")";
   uint32_t max_sleepers = 0, max_registered = 0, max_pinning = 0;
   for (int i = 0; i < kMessages; ++i) {
     auto loan = (*pub)->MakeLoan();
@@ -120,8 +115,7 @@ TEST(GuestLoop, ReaderWithoutReaderStateWriteReceivesEverythingAndCostsNothing) 
     max_pinning = std::max<uint32_t>(max_pinning, st.pinning_readers);
     ::usleep(500);  // mostly long enough for the guest to poll in between
   }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  const int status = child.Wait();
   std::ifstream note_file(note_path);
   const std::string note((std::istreambuf_iterator<char>(note_file)),
                          std::istreambuf_iterator<char>());

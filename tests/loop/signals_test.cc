@@ -18,9 +18,12 @@
 #include "loop/make_wake_port.h"
 #include "loop/wake_port.h"
 #include "tests/loop/loop_test_util.h"
+#include "tests/util/child_process.h"
 
 namespace tether::loop {
 namespace {
+
+using ::tether::testing::ChildProcess;
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
@@ -81,64 +84,47 @@ TEST(StopSignals, ASignalWakesALoopWatchingTheFd) {
 
 // The child runs a loop until stopped, then exits 0 on its own.
 TEST(StopSignals, SigtermEndsAProcessCleanly) {
-  int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    ::close(ready[0]);
+  ChildProcess child([](const ChildProcess::Voice& voice) {
     auto stop = StopSignals::Install();
-    if (!stop.ok()) ::_exit(2);
+    if (!stop.ok()) return 2;
     auto port = MakeWakePort(WakePortOptions{}, ProbeKernel());
-    if (!port.ok() || !(*port)->WatchFd((*stop)->fd(), 1).ok()) ::_exit(3);
-    (void)!::write(ready[1], "r", 1);
+    if (!port.ok() || !(*port)->WatchFd((*stop)->fd(), 1).ok()) return 3;
+    voice.Say();
     NoSleepHooks hooks;
     bool stopped = false;
     const MonotonicTime give_up = MonotonicNow() + seconds(10);
     while (!stopped && MonotonicNow() < give_up) {
       (void)(*port)->Wait(give_up, hooks, [&](uint64_t) { stopped = true; });
     }
-    if (!stopped || (*stop)->received() != SIGTERM) ::_exit(4);
+    if (!stopped || (*stop)->received() != SIGTERM) return 4;
     (*port)->Unwatch(1);
-    ::_exit(0);
-  }
-  ::close(ready[1]);
-  char byte;
-  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
-  ASSERT_EQ(::kill(child, SIGTERM), 0);
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
+    return 0;
+  });
+  ASSERT_TRUE(child.Heard().has_value())
+      << "the child failed at step " << child.ExitCode();
+  ASSERT_TRUE(child.Kill(SIGTERM));
+  const int status = child.Wait();
   ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
   EXPECT_EQ(WEXITSTATUS(status), 0);
-  ::close(ready[0]);
 }
 
 TEST(StopSignals, ASecondSignalKillsAHungShutdown) {
-  int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    ::close(ready[0]);
+  ChildProcess child([](const ChildProcess::Voice& voice) {
     auto stop = StopSignals::Install();
-    if (!stop.ok()) ::_exit(2);
-    (void)!::write(ready[1], "r", 1);
+    if (!stop.ok()) return 2;
+    voice.Say('r');
     while (!(*stop)->stop_requested()) ::usleep(1000);
-    (void)!::write(ready[1], "s", 1);
+    voice.Say('s');
     for (;;) ::pause();  // a shutdown that hangs
-  }
-  ::close(ready[1]);
-  char byte;
-  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
-  ASSERT_EQ(::kill(child, SIGINT), 0);
-  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
-  EXPECT_EQ(byte, 's');
-  ASSERT_EQ(::kill(child, SIGINT), 0);
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  });
+  ASSERT_EQ(child.Heard(), 'r') << "the child failed at step "
+                                << child.ExitCode();
+  ASSERT_TRUE(child.Kill(SIGINT));
+  EXPECT_EQ(child.Heard(), 's');
+  ASSERT_TRUE(child.Kill(SIGINT));
+  const int status = child.Wait();
   ASSERT_TRUE(WIFSIGNALED(status));
   EXPECT_EQ(WTERMSIG(status), SIGINT);
-  ::close(ready[0]);
 }
 
 }  // namespace

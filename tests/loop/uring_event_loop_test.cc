@@ -20,12 +20,15 @@
 #include "tests/shm/shm_test_util.h"
 #include "tests/transport/framing_test.capnp.h"
 #include "tests/util/alloc_counter.h"
+#include "tests/util/child_process.h"
 #include "transport/channel_set.h"
 #include "transport/config.h"
 #include "transport/schema_registry.h"
 
 namespace tether::loop {
 namespace {
+
+using ::tether::testing::ChildProcess;
 
 using std::chrono::milliseconds;
 
@@ -92,32 +95,29 @@ TEST_P(UringEventLoopTest, PublisherProcessWakesASleepingLoopEveryTime) {
       })
       ->Schedule(loop->monotonic_now() + std::chrono::seconds(30));
   const shm::ChannelOptions opts = root_.options();
-  pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
+  ChildProcess child([&](const ChildProcess::Voice&) {
     transport::SchemaRegistry schemas;
     schemas.Register<Scalars>();
     auto ch = transport::ChannelHandle::Open(opts, "/wake");
-    if (!ch.ok()) ::_exit(1);
+    if (!ch.ok()) return 1;
     auto pub = transport::Publisher<Scalars>::Create(ch->get());
-    if (!pub.ok()) ::_exit(2);
+    if (!pub.ok()) return 2;
     std::mt19937 rng(7);
     ::usleep(20000);  // let the parent go to sleep first
     for (int i = 0; i < kMessages; ++i) {
       auto loan = (*pub)->MakeLoan();
       loan.root().setI64(i);
       if ((*pub)->Send(std::move(loan)).status != transport::PublishStatus::kOk) {
-        ::_exit(3);
+        return 3;
       }
       // Mostly gaps long enough for the loop to fall asleep in between.
       if (rng() % 4 != 0) ::usleep(rng() % 300);
     }
-    ::_exit(0);
-  }
+    return 0;
+  });
+  ASSERT_TRUE(child.started());
   loop->Run();
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(child.ExitCode(), 0);
   EXPECT_FALSE(timed_out) << "lost wakeup: got " << expected << " of "
                           << kMessages;
   EXPECT_EQ(expected, kMessages);
@@ -281,12 +281,10 @@ std::unique_ptr<ChildLoop> MakeChildLoop(const shm::ChannelOptions& options,
 // it; Peers() counts both sides meanwhile.
 TEST_P(UringEventLoopTest, OnReadersHandshakeDeliversTheFirstMessage) {
   const shm::ChannelOptions opts = root_.options();
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
+  ChildProcess child([&](const ChildProcess::Voice&) {
     ::usleep(50000);  // the parent is waiting by then
     std::unique_ptr<ChildLoop> c = MakeChildLoop(opts, GetParam());
-    if (c == nullptr) ::_exit(10);
+    if (c == nullptr) return 10;
     int got = -1;
     UringEventLoop* l = c->loop.get();
     auto w = l->MakeWatcher<Scalars>(
@@ -294,12 +292,13 @@ TEST_P(UringEventLoopTest, OnReadersHandshakeDeliversTheFirstMessage) {
           got = m.getU8();
           l->Exit();
         });
-    if (!w.ok()) ::_exit(11);
+    if (!w.ok()) return 11;
     l->AddTimer([l] { l->Exit(); })
         ->Schedule(l->monotonic_now() + std::chrono::seconds(20));
     l->Run();
-    ::_exit(got == 7 ? 0 : 12);
-  }
+    return got == 7 ? 0 : 12;
+  });
+  ASSERT_TRUE(child.started());
   auto loop = MakeLoop();
   ASSERT_NE(loop, nullptr);
   auto sender = loop->MakeSender<Scalars>("/idle");
@@ -321,11 +320,8 @@ TEST_P(UringEventLoopTest, OnReadersHandshakeDeliversTheFirstMessage) {
       ->Schedule(loop->monotonic_now() + std::chrono::seconds(20));
   loop->Run();
   EXPECT_TRUE(sent) << "OnReaders never saw the other process's watcher";
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-      << "the child's watcher did not get the first message (exit "
-      << WEXITSTATUS(status) << ")";
+  EXPECT_EQ(child.ExitCode(), 0)
+      << "the child's watcher did not get the first message";
   EXPECT_EQ(loop->Peers("/nope").status().code(),
             absl::StatusCode::kNotFound);
 }
@@ -334,33 +330,24 @@ TEST_P(UringEventLoopTest, OnReadersHandshakeDeliversTheFirstMessage) {
 // counts it until a sweep; LivePeers() sweeps first and does not.
 TEST_P(UringEventLoopTest, LivePeersStopsCountingAKilledReader) {
   const shm::ChannelOptions opts = root_.options();
-  int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    ::close(ready[0]);
+  ChildProcess child([&](const ChildProcess::Voice& voice) {
     std::unique_ptr<ChildLoop> c = MakeChildLoop(opts, GetParam());
-    if (c == nullptr) ::_exit(10);
+    if (c == nullptr) return 10;
     auto w = c->loop->MakeWatcher<Scalars>(
         "/idle", [](Scalars::Reader, const MessageContext&) {});
-    if (!w.ok()) ::_exit(11);
-    const char one = 1;
-    if (::write(ready[1], &one, 1) != 1) ::_exit(12);
+    if (!w.ok()) return 11;
+    if (!voice.Say()) return 12;
     for (;;) ::pause();
-  }
-  ::close(ready[1]);
-  char byte = 0;
-  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
-  ::close(ready[0]);
+  });
+  ASSERT_TRUE(child.Heard().has_value())
+      << "the child failed at step " << child.ExitCode();
   auto loop = MakeLoop();
   ASSERT_NE(loop, nullptr);
   auto alive = loop->Peers("/idle");
   ASSERT_TRUE(alive.ok()) << alive.status();
   EXPECT_EQ(alive->readers, 1);
-  ASSERT_EQ(::kill(child, SIGKILL), 0);
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(child.Kill(SIGKILL));
+  EXPECT_EQ(child.ExitCode(), -1);
   auto snapshot = loop->Peers("/idle");
   ASSERT_TRUE(snapshot.ok());
   EXPECT_EQ(snapshot->readers, 1) << "a snapshot does not sweep";

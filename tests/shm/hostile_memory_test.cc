@@ -29,9 +29,12 @@
 #include "shm/publisher.h"
 #include "shm/reader.h"
 #include "tests/shm/shm_test_util.h"
+#include "tests/util/child_process.h"
 
 namespace tether::shm {
 namespace {
+
+using ::tether::testing::ChildProcess;
 
 using ::testing::HasSubstr;
 using testing::ScopedRoot;
@@ -464,51 +467,41 @@ TEST_F(HostileMemoryTest, AReaderInAnotherProcessReportsAZeroedHeader) {
   auto c = Open();
   auto pub = Publisher::Create(c.get());
   ASSERT_TRUE(pub.ok());
-  int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
   const int sent = 5;
   SendSome(pub->get(), sent);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
+  ChildProcess child([&](const ChildProcess::Voice& voice) {
     // A node's watcher: reads what comes, then polls as a loop does
     // (HasNext before Next). Exit codes say which step failed.
     auto mine = Channel::Open(root_.options(), "/robot/imu");
-    if (!mine.ok()) ::_exit(10);
+    if (!mine.ok()) return 10;
     auto r = Reader::Create(
         mine->get(), {.pin = true, .start = ReaderOptions::Start::kOldest});
-    if (!r.ok()) ::_exit(11);
+    if (!r.ok()) return 11;
     MessageView v;
     for (int i = 0; i < sent; ++i) {
-      if ((*r)->Next(&v) != ReadStatus::kOk) ::_exit(12);
+      if ((*r)->Next(&v) != ReadStatus::kOk) return 12;
     }
-    const char one = 1;
-    if (::write(ready[1], &one, 1) != 1) ::_exit(13);
+    if (!voice.Say()) return 13;
     for (int polls = 0; polls < 10000; ++polls) {
       if ((*r)->HasNext()) {
         const ReadStatus st = (*r)->Next(&v);
-        if (st == ReadStatus::kOk) ::_exit(14);  // nothing was sent
+        if (st == ReadStatus::kOk) return 14;  // nothing was sent
         if (st == ReadStatus::kCorrupt) {
           const std::string what((*mine)->corruption());
-          ::_exit(what.find("header was overwritten") != std::string::npos
-                      ? 0
-                      : 15);
+          return what.find("header was overwritten") != std::string::npos
+                     ? 0
+                     : 15;
         }
       }
       ::usleep(500);
     }
-    ::_exit(16);  // never told
-  }
-  char byte;
-  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+    return 16;  // never told
+  });
+  ASSERT_TRUE(child.Heard().has_value())
+      << "the reader failed at step " << child.ExitCode();
   ZeroBytes(c->path(), 0, 256);  // the tester's dd
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status)) << status;
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "the reader failed at step "
-                                    << WEXITSTATUS(status);
-  ::close(ready[0]);
-  ::close(ready[1]);
+  EXPECT_EQ(child.ExitCode(), 0) << "the reader failed at step "
+                                 << child.ExitCode();
 }
 
 TEST_F(HostileMemoryTest, ATailOneBehindTheCursorIsNotAnOverwrittenHeader) {
@@ -691,34 +684,26 @@ TEST_F(HostileMemoryTest, AWaiterKilledAsleepIsSweptAndSendsMakeNoWakeSyscall) {
   auto c = Open();
   EXPECT_EQ(FutexSyscallsOfSends(c.get(), 50), 0);  // nobody sleeps
   // A child registers as a sleeper, announces its sleep and is killed there.
-  int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  const pid_t sleeper = ::fork();
-  if (sleeper == 0) {
+  ChildProcess sleeper([&](const ChildProcess::Voice& voice) {
     auto mine = Channel::Open(root_.options(), "/robot/imu");
-    if (!mine.ok()) ::_exit(2);
+    if (!mine.ok()) return 2;
     Sleeper me = (*mine)->RegisterSleeper();
     me.BeginSleep();
-    const char one = 1;
-    (void)!::write(ready[1], &one, 1);
+    voice.Say();
     FutexWait((*mine)->wake_word(), (*mine)->LoadWakeWord() + 1000, nullptr);
-    ::pause();
-    ::_exit(0);
-  }
-  char byte;
-  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+    for (;;) ::pause();
+  });
+  ASSERT_TRUE(sleeper.Heard().has_value())
+      << "the sleeper failed at step " << sleeper.ExitCode();
   EXPECT_EQ(c->Stats().sleepers, 1u);
   EXPECT_EQ(FutexSyscallsOfSends(c.get(), 50), 50);  // a wake per send
-  ::kill(sleeper, SIGKILL);
-  int status = 0;
-  ::waitpid(sleeper, &status, 0);
+  ASSERT_TRUE(sleeper.Kill(SIGKILL));
+  (void)sleeper.Wait();
   const SweepReport swept = c->Sweep();
   EXPECT_EQ(swept.dead_sleepers, 1);
   EXPECT_EQ(c->Stats().sleepers, 0u);
   EXPECT_EQ(c->Stats().registered_sleepers, 0);
   EXPECT_EQ(FutexSyscallsOfSends(c.get(), 50), 0);  // back to none
-  ::close(ready[0]);
-  ::close(ready[1]);
 }
 
 }  // namespace
