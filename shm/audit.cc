@@ -149,8 +149,9 @@ bool Channel::MappingDamaged() const {
     return true;
   }
   if (internal::MappingDamaged(state_guard_)) {
-    // Pins and sleeper announcements are no longer shared with anyone:
-    // nothing this handle reads in place or waits for can be trusted.
+    // Not corruption (reader_state_lost): the handle goes on with a
+    // private reader state, unless it could not be made.
+    if (LoseReaderState()) return false;
     ReportCorruption(
         "the channel's reader-state file was truncated (or shrank) under "
         "this process (a process with write access to it did that): the "
@@ -162,6 +163,19 @@ bool Channel::MappingDamaged() const {
 }
 
 std::string Channel::ReaderStateProblem() const {
+  if (reader_state_lost()) {
+    const std::string what =
+        state_size_at_open_ != kNone
+            ? absl::StrCat("the file is ", state_size_at_open_,
+                           " bytes but its params need ", state_size_)
+            : "the file shrank under this process";
+    return absl::StrCat(
+        what,
+        " (a process with write access to it truncated or grew it), so "
+        "processes that touch it now use a private reader state: their "
+        "publishers wake on every send, their pins no longer hold slots for "
+        "readers in other processes, and their new readers read as guests");
+  }
   const internal::ReaderStateHeader* h = state_header_;
   // The identity fields creation wrote. Opening does not refuse a file
   // whose header differs (channel.cc, Map: a reader must not be able to
@@ -313,6 +327,8 @@ ChannelStats Channel::Stats() const {
   s.sleepers = static_cast<uint32_t>(std::popcount(
                    state_header_->sleeper_mask.load(std::memory_order_relaxed))) +
                state_header_->anonymous_sleepers.load(std::memory_order_relaxed);
+  // A private state's bias is nobody asleep.
+  if (reader_state_lost()) s.sleepers -= internal::kLostStateSleepers;
   s.file_size = size_ + state_size_;
   return s;
 }
@@ -383,7 +399,9 @@ absl::Status Channel::CheckConsistency() const {
         ") is inconsistent: ", state_problem,
         ". Messages are intact; a process with write access to that file "
         "wrote it (or a reader crashed in a way tether does not expect); "
-        "re-create the channel (tether clean after stopping the stack)"));
+        "re-create the channel: once every process of the stack has "
+        "stopped, `",
+        clean_command_, "` removes it and the next start makes it anew"));
   }
   ReportCorruption(problem.c_str());
   return corrupt_error();

@@ -99,6 +99,7 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::OpenOrCreate(
   const std::string dir = absl::StrCat(options.root, "/", options.instance);
   const std::string path = PathFor(options, name);
   const std::string escaped = Escape(name);
+  bool open_lost = false;  // a channel with a lost reader state is in use
   for (int attempt = 0; attempt < 3; ++attempt) {
     absl::StatusOr<internal::OpenedFile> existing =
         internal::OpenBestAccess(path, absl::StrCat("channel ", name_str));
@@ -122,6 +123,14 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::OpenOrCreate(
       if (mapped.status().GetPayload(kMismatchPayload).has_value()) {
         absl::StatusOr<bool> removed = RemoveIfUnused(options, name);
         if (removed.ok() && *removed) continue;
+      }
+      // So is one whose reader-state file was lost (a stopped stack's
+      // handles would all be private); while in use, it is opened so.
+      if (mapped.ok() && (*mapped)->reader_state_lost() && !open_lost) {
+        mapped->reset();  // our own lock must not count
+        absl::StatusOr<bool> removed = RemoveIfUnused(options, name);
+        open_lost = !removed.ok() || !*removed;
+        continue;
       }
       return mapped;
     }
@@ -226,6 +235,16 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Open(
 }
 
 std::string Channel::GuestReason() const {
+  if (reader_state_lost()) {
+    return absl::StrCat(
+        "the reader state of channel ", name_, " (", state_path_,
+        ") is lost to this process: ", ReaderStateProblem(),
+        "; this process reads it as a guest: unpinned copies checked "
+        "after copying, and a bounded poll of the wake word instead of a "
+        "wakeup; once every process of the stack has stopped, `",
+        clean_command_, "` removes the channel and the next start makes it "
+        "anew");
+  }
   if (state_writable_) return "";
   return absl::StrCat(
       "you (", internal::DescribeSelf(), ") can read ", path_,
@@ -361,30 +380,22 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Map(
     ::close(fd);
     ::close(sfd);
   };
-  // Only the size is checked here: a shorter file could not be mapped
-  // whole (a SIGBUS past its end), a longer one would not be the file
-  // creation made. Its header is not: the file was found by the nonce name
-  // the data file's header gives (a stale file of another incarnation has
+  // Only the size is checked here. A file of another size (a process with
+  // write access truncated or grew it) is not shared: this handle works on
+  // a private reader state (reader_state_lost), so that one reader cannot
+  // stop every publisher and reader that opens the channel from then on.
+  // Its header is not checked: the file was found by the nonce name the
+  // data file's header gives (a stale file of another incarnation has
   // another name), and nothing else uses the header's identity fields
-  // (layout.h, "What the reader-state file cannot do"). Whoever may
-  // write the file may write garbage there; refusing to open on it would
-  // let one reader stop every publisher and reader that opens the channel
-  // from then on. CheckConsistency reports a bad header, never sticky
-  // (ReaderStateProblem).
+  // (layout.h, "What the reader-state file cannot do"). Whoever may write
+  // the file may write garbage there; CheckConsistency reports a bad
+  // header, never sticky (ReaderStateProblem).
   if (::fstat(sfd, &st) != 0) {
     const int err = errno;
     close_both();
     return ErrnoStatus(err, absl::StrCat("cannot stat ", state_path));
   }
-  if (static_cast<uint64_t>(st.st_size) != sl.total) {
-    close_both();
-    return absl::DataLossError(absl::StrCat(
-        "the reader-state file ", state_path, " of channel ", name, " is ",
-        static_cast<uint64_t>(st.st_size), " bytes but its params need ",
-        sl.total, " (a process with write access to it truncated or grew "
-        "it): remove the channel (tether clean, or rm ", path,
-        ") and restart the stack's nodes on it"));
-  }
+  const bool state_lost = static_cast<uint64_t>(st.st_size) != sl.total;
   int flags = MAP_SHARED | (options.prefault ? MAP_POPULATE : 0);
   void* m = internal::MapFile(fd, l.total,
                               PROT_READ | (writable ? PROT_WRITE : 0), flags);
@@ -393,9 +404,11 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Map(
     close_both();
     return ErrnoStatus(map_errno, absl::StrCat("cannot map ", path));
   }
-  void* sm = ::mmap(nullptr, sl.total,
-                    PROT_READ | (state->writable ? PROT_WRITE : 0), flags, sfd,
-                    0);
+  void* sm = state_lost ? MapPrivateState(nullptr, sl.total, found, h.nonce)
+                        : ::mmap(nullptr, sl.total,
+                                 PROT_READ |
+                                     (state->writable ? PROT_WRITE : 0),
+                                 flags, sfd, 0);
   map_errno = errno;
   ::close(sfd);  // the mapping keeps the file
   if (sm == MAP_FAILED) {
@@ -427,7 +440,12 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Map(
   c->fd_ = fd;
   c->data_writable_ = writable;
   c->guard_ = internal::RegisterMapping(m, l.total);
-  c->state_guard_ = internal::RegisterMapping(sm, sl.total);
+  c->state_guard_ = state_lost ? -1 : internal::RegisterMapping(sm, sl.total);
+  if (state_lost) {
+    c->state_lost_.store(kStateLost, std::memory_order_relaxed);
+    c->state_size_at_open_ = static_cast<uint64_t>(st.st_size);
+  }
+  c->lock_memory_ = options.lock_memory;
   c->name_ = std::move(name);
   c->path_ = std::move(path);
   c->clean_command_ = CleanCommand(options);

@@ -310,9 +310,26 @@ class Channel {
   // publishers. Else the data file is mapped PROT_READ. Any thread.
   bool data_writable() const { return data_writable_; }
   // This process can write the reader-state file: its readers may pin and
-  // announce sleeps. Else it reads as a guest (unpinned, polling). Any
-  // thread.
-  bool reader_state_writable() const { return state_writable_; }
+  // announce sleeps. Else it reads as a guest (unpinned, polling), as it
+  // does once the reader state is lost (below). Any thread.
+  bool reader_state_writable() const {
+    return state_writable_ && !reader_state_lost();
+  }
+  // True once this handle no longer shares the channel's reader state: the
+  // reader-state file shrank under this process (the mapping guard's
+  // SIGBUS: a process with write access to it truncated it), or it had the
+  // wrong size when this handle opened the channel. The handle then works
+  // on a private reader state of its own, and the channel is not corrupt
+  // for it: its publishers send on and make the wake syscall on every send
+  // (nobody's sleeper bits can be seen), its pins protect nothing from
+  // other processes (a reader that reads in place counts what was
+  // overwritten under it, as when a pin is cleared), readers made from
+  // then on read as guests, and Stats() and the registries it shows are
+  // this handle's own. OpenOrCreate makes such a channel anew once no
+  // process uses it. Any thread; RT-safe (one load).
+  bool reader_state_lost() const {
+    return state_lost_.load(std::memory_order_acquire) == kStateLost;
+  }
   // Why this process reads as a guest, in words for a log line (who it is,
   // the file's mode, owner and group, what to ask for); empty when the
   // reader state is writable. Setup only (allocates).
@@ -513,8 +530,29 @@ class Channel {
   int guard_ = -1;
   int state_guard_ = -1;
   // corrupt()'s slow path: reports (once) and returns true when a SIGBUS
-  // repaired either mapping.
+  // repaired the data file's mapping; one that repaired the reader state's
+  // makes the state lost instead (LoseReaderState), unless that fails.
   bool MappingDamaged() const;
+  // recovery.cc: replaces the reader-state mapping with a private one
+  // (MapPrivateState over it), once, and wakes every waiter (a publisher
+  // that read the sleeper bits from the guard's zero pages skipped its
+  // wake). False if the mapping could not be replaced. Any thread, on
+  // whichever operation met the SIGBUS first: a failure path of the send
+  // and receive paths (one mmap, no allocation, no lock).
+  bool LoseReaderState() const;
+  // A private, populated reader state for `params` and `nonce` (at `at`,
+  // MAP_FIXED, or anywhere when null) whose publishers always wake
+  // (kLostStateSleepers). MAP_FAILED with errno on failure.
+  static void* MapPrivateState(void* at, size_t size, const QueueParams& params,
+                               uint64_t nonce);
+  static constexpr int kStateShared = 0;
+  static constexpr int kStateLosing = 1;
+  static constexpr int kStateLost = 2;
+  mutable std::atomic<int> state_lost_{kStateShared};
+  // The reader-state file's size when Map() found it wrong, or kNone when
+  // the loss (if any) came later.
+  uint64_t state_size_at_open_ = kNone;
+  bool lock_memory_ = false;  // ChannelOptions::lock_memory: mlock'ed
   // Corruption, sticky: 0 clean, 1 being recorded, 2 recorded.
   mutable std::atomic<int> corrupt_state_{0};
   mutable char corruption_[240] = {};

@@ -195,9 +195,12 @@
 // later page fault. Findings in the reader-state file's contents never
 // make the data file's handle corrupt (a hostile reader must not be able
 // to stop publishers): CheckConsistency reports them, Sweep leaves them
-// alone. A truncated reader-state file is the exception today: the SIGBUS
-// it raises marks the whole handle corrupt, publishers' included
-// (docs/security.md names it as a known gap).
+// alone. Neither does a reader-state file that shrinks or grows: a handle
+// that meets it (a SIGBUS absorbed by the guard, or the wrong size at open)
+// goes on with a private reader state whose publishers always wake
+// (Channel::reader_state_lost); pins and sleeper bits are then no longer
+// shared, which costs wake syscalls and lets slots be reused under readers
+// that read in place, who count it (overwritten_while_read).
 // ============================================================================
 #ifndef TETHER_SHM_LAYOUT_H_
 #define TETHER_SHM_LAYOUT_H_
@@ -222,6 +225,10 @@ inline constexpr uint32_t kLayoutVersion = 5;
 // From layout 2 on, every process that maps a channel's data file holds a
 // shared flock on it for as long as it does (Channel::InUse probes it).
 inline constexpr uint32_t kFirstLockingLayout = 2;
+// What a private reader state (Channel::reader_state_lost) counts as
+// anonymous sleepers, so that the publishers of that handle, who can no
+// longer see anyone's sleeper bits, make the wake syscall on every send.
+inline constexpr uint32_t kLostStateSleepers = 1u << 30;
 inline constexpr size_t kCacheLine = 64;
 inline constexpr uint32_t kMaxMetadataSize = 1u << 20;
 

@@ -1,9 +1,14 @@
 // shm: recovery from process death — reclaiming the registrations, loans,
 // pins and half-done sends of processes that died at any instruction (see
-// "Death at any instruction" in layout.h). Part of Channel.
+// "Death at any instruction" in layout.h) — and from a reader-state file
+// lost under a live channel (Channel::reader_state_lost). Part of Channel.
+#include <sys/mman.h>
+
 #include <set>
 
 #include "shm/channel.h"
+#include "shm/channel_files.h"
+#include "shm/futex.h"
 #include "shm/layout.h"
 
 namespace tether::shm {
@@ -11,6 +16,44 @@ namespace tether::shm {
 using internal::PublisherEntry;
 using internal::ReaderEntry;
 using internal::SlotHeader;
+
+void* Channel::MapPrivateState(void* at, size_t size,
+                               const QueueParams& params, uint64_t nonce) {
+  void* m = ::mmap(at, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE |
+                       (at != nullptr ? MAP_FIXED : 0),
+                   -1, 0);
+  if (m == MAP_FAILED) return m;
+  internal::InitialiseState(static_cast<std::byte*>(m), params, nonce,
+                            kNoOwner);
+  static_cast<internal::ReaderStateHeader*>(m)->anonymous_sleepers.store(
+      internal::kLostStateSleepers, std::memory_order_release);
+  return m;
+}
+
+bool Channel::LoseReaderState() const {
+  int was = kStateShared;
+  if (!state_lost_.compare_exchange_strong(was, kStateLosing,
+                                           std::memory_order_acq_rel)) {
+    // Lost already, or another thread is replacing it: until that thread
+    // is done this one may see the guard's zero pages, whose missing wakes
+    // that thread's FUTEX_WAKE makes up for.
+    return true;
+  }
+  // Over the whole mapping: the guard replaced only the pages from the
+  // fault on, and what is left of the file is no longer anyone's state.
+  if (MapPrivateState(state_base_, state_size_, params_, nonce_) ==
+      MAP_FAILED) {
+    state_lost_.store(kStateShared, std::memory_order_release);
+    return false;
+  }
+  if (lock_memory_) (void)::mlock(state_base_, state_size_);
+  state_lost_.store(kStateLost, std::memory_order_release);
+  // A send that read the sleeper bits from zero pages made no wake: every
+  // waiter looks again now (spurious wakes are harmless, layout.h "Wake").
+  FutexWake(&header_->wake_word);
+  return true;
+}
 
 bool Channel::TakeOverDeadEntry(std::atomic<OwnerToken>& owner) {
   OwnerToken token = owner.load(std::memory_order_acquire);

@@ -10,7 +10,7 @@ namespace tether::shm {
 
 Sleeper Channel::RegisterSleeper() {
   // A guest cannot announce itself: it polls (see Sleeper::guest()).
-  if (!state_writable_) return Sleeper(this, Sleeper::kGuest);
+  if (!reader_state_writable()) return Sleeper(this, Sleeper::kGuest);
   const OwnerToken token = self_token();
   for (int round = 0; round < 2; ++round) {
     for (uint32_t i = 0; i < internal::kMaxSleepers; ++i) {

@@ -20,11 +20,13 @@
 #include "gtest/gtest.h"
 #include "shm/channel.h"
 #include "shm/channel_access.h"
+#include "shm/futex.h"
 #include "shm/layout.h"
 #include "shm/publisher.h"
 #include "shm/reader.h"
 #include "tests/shm/shm_audit.h"
 #include "tests/shm/shm_test_util.h"
+#include "tests/util/child_process.h"
 
 namespace tether::shm {
 namespace {
@@ -361,26 +363,124 @@ TEST_F(HostileReader, AGarbledHeaderStopsNoPublisherOrReaderInAnotherProcess) {
   ExpectHeaderReported(*channel_);
 }
 
-TEST_F(HostileReader, AReaderStateFileOfTheWrongSizeIsStillRefused) {
+// A reader-state file of the wrong size (a process with write access
+// truncated or grew it) stops nobody: a process that opens the channel
+// then works on a private reader state (its publishers wake on every send,
+// its readers read as guests), tools say what happened and what to run,
+// and once nobody uses the channel the next creator makes it anew.
+TEST_F(HostileReader, AReaderStateFileOfTheWrongSizeOpensWithAPrivateState) {
   const std::string state_path = channel_->reader_state_path();
   const uint64_t size = in::StateLayout::For(kParams).total;
-  for (const uint64_t wrong : {uint64_t{8}, size - 64, size + 4096}) {
+  publisher_.reset();
+  for (const uint64_t wrong : {uint64_t{0}, uint64_t{8}, size - 64,
+                               size + 4096}) {
     SCOPED_TRACE(wrong);
     ASSERT_EQ(::truncate(state_path.c_str(), static_cast<off_t>(wrong)), 0);
-    // Mapping a shorter file whole would fault past its end: refused, and
-    // the error names the file, its size and the remedy.
     auto opened = Channel::Open(root_.options(), "c");
-    ASSERT_FALSE(opened.ok());
-    EXPECT_TRUE(absl::IsDataLoss(opened.status())) << opened.status();
-    EXPECT_THAT(std::string(opened.status().message()), HasSubstr(state_path));
-    EXPECT_THAT(std::string(opened.status().message()),
-                HasSubstr(std::to_string(wrong) + " bytes"));
-    EXPECT_THAT(std::string(opened.status().message()), HasSubstr("remove"));
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    Channel& c = **opened;
+    EXPECT_TRUE(c.reader_state_lost());
+    EXPECT_FALSE(c.corrupt()) << c.corruption();
+    EXPECT_FALSE(c.reader_state_writable());
+    EXPECT_TRUE(c.RegisterSleeper().guest());
+    EXPECT_EQ(c.Stats().sleepers, 0u);
+    const absl::Status check = c.CheckConsistency();
+    EXPECT_TRUE(absl::IsDataLoss(check)) << check;
+    EXPECT_THAT(std::string(check.message()), HasSubstr(state_path));
+    EXPECT_THAT(std::string(check.message()),
+                HasSubstr("the file is " + std::to_string(wrong) + " bytes"));
+    EXPECT_THAT(std::string(check.message()), HasSubstr(c.CleanCommand(
+                                                  root_.options())));
+    EXPECT_THAT(c.GuestReason(), HasSubstr("this process reads it as a guest"));
+    // It publishes, and its own readers read (as guests: copies).
+    auto pub = Publisher::Create(&c);
+    ASSERT_TRUE(pub.ok()) << pub.status();
+    auto guest = Reader::Create(&c, {.pin = false});
+    ASSERT_TRUE(guest.ok()) << guest.status();
+    EXPECT_FALSE(Reader::Create(&c, {.pin = true}).ok());
+    for (uint64_t i = 0; i < 10; ++i) {
+      std::span<std::byte> loan = (*pub)->Loan();
+      ASSERT_FALSE(loan.empty());
+      ASSERT_EQ(
+          (*pub)->Send(testing::WritePattern(loan, 1, i, 64)).status,
+          SendStatus::kOk);
+    }
+    MessageView v;
+    EXPECT_EQ((*guest)->Next(&v), ReadStatus::kOk);
+    // In use (this test's own handles): OpenOrCreate opens it as it is.
+    auto again = Channel::OpenOrCreate(root_.options(), "c", kParams);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_TRUE((*again)->reader_state_lost());
+    EXPECT_EQ((*again)->nonce(), channel_->nonce());
   }
-  // Back at its size (and its pages zero), the channel opens again.
-  ASSERT_EQ(::truncate(state_path.c_str(), static_cast<off_t>(size)), 0);
-  auto opened = Channel::Open(root_.options(), "c");
-  EXPECT_TRUE(opened.ok()) << opened.status();
+  // Nobody uses it any more: the next creator makes it anew.
+  channel_.reset();
+  auto fresh = Channel::OpenOrCreate(root_.options(), "c", kParams);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_FALSE((*fresh)->reader_state_lost());
+  EXPECT_TRUE((*fresh)->created());
+  EXPECT_TRUE((*fresh)->CheckConsistency().ok());
+  EXPECT_NE((*fresh)->reader_state_path(), state_path);
+}
+
+// The attacker's truncate under a live stack: a publisher here, a pinned
+// reader asleep in another process. The publisher keeps sending (never
+// kCorrupt), every process that touches the state afterwards goes on with
+// a private one, and the sleeper is woken for every message: nothing is
+// lost and no wake is missed (the sleeper's waits are bounded; one that
+// times out with a message pending is a missed wake).
+TEST_F(HostileReader, TruncatingTheReaderStateUnderALiveStackStopsNobody) {
+  constexpr int kBefore = 20, kAfter = 300;
+  const shm::ChannelOptions opts = root_.options();
+  ::tether::testing::ChildProcess child(
+      [&](const ::tether::testing::ChildProcess::Voice& voice) {
+        auto mine = Channel::Open(opts, "c");
+        if (!mine.ok()) return 10;
+        auto r = Reader::Create(mine->get(), {.pin = true});
+        if (!r.ok()) return 11;
+        Sleeper sleeper = (*mine)->RegisterSleeper();
+        if (sleeper.guest()) return 12;
+        if (!voice.Say()) return 13;
+        uint64_t got = 0, missed = 0;
+        MessageView v;
+        while (got + missed < kBefore + kAfter) {
+          const ReadStatus st = (*r)->Next(&v);
+          if (st == ReadStatus::kOk) {
+            ++got;
+            missed += v.missed;
+            continue;
+          }
+          if (st != ReadStatus::kNothingNew) return 14;  // corrupt
+          sleeper.BeginSleep();
+          const uint32_t word = (*mine)->LoadWakeWord();
+          if (!(*r)->HasNext()) {
+            const struct timespec two_s = {2, 0};
+            const int woke = FutexWait((*mine)->wake_word(), word, &two_s);
+            if (woke == -ETIMEDOUT && (*r)->HasNext()) return 15;  // missed
+            if (woke == -ETIMEDOUT) return 16;  // the parent stopped
+          }
+          sleeper.EndSleep();
+        }
+        if (missed != 0) return 17;
+        return (*mine)->reader_state_lost() && !(*mine)->corrupt() ? 0 : 18;
+      });
+  ASSERT_EQ(child.Heard(), 'r') << "the child failed at step "
+                                << child.ExitCode();
+  for (int i = 0; i < kBefore; ++i) {
+    ASSERT_EQ(Send(i), SendStatus::kOk);
+    ::usleep(1000);
+  }
+  ASSERT_EQ(::truncate(channel_->reader_state_path().c_str(), 0), 0);
+  for (int i = kBefore; i < kBefore + kAfter; ++i) {
+    ASSERT_EQ(Send(i), SendStatus::kOk) << i;
+    if (i % 3 == 0) ::usleep(1000);  // let the reader fall asleep
+  }
+  EXPECT_EQ(child.ExitCode(), 0) << "the reader failed at step "
+                                 << child.ExitCode();
+  EXPECT_TRUE(channel_->reader_state_lost());
+  EXPECT_FALSE(channel_->corrupt()) << channel_->corruption();
+  EXPECT_THAT(std::string(channel_->CheckConsistency().message()),
+              HasSubstr("shrank under this process"));
 }
 
 }  // namespace
