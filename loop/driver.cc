@@ -171,10 +171,15 @@ TETHER_HOT_PATH void Driver::CheckOverwrittenWhileRead(internal::Watcher& w) {
   std::fprintf(stderr,
                "tether: loop %s: channel %s: a message pinned for a callback "
                "was overwritten while it ran: a process with write access to "
-               "%s cleared pins (counted in overwritten_while_read; what the "
-               "callback read may be torn)\n",
+               "%s %s (counted in overwritten_while_read; what the callback "
+               "read may be torn)\n",
                w.loop->name().c_str(), w.channel_->name().c_str(),
-               w.channel_->reader_state_path().c_str());
+               w.channel_->reader_state_path().c_str(),
+               w.channel_->reader_state_lost()
+                   ? "truncated or grew it, so pins are no longer shared "
+                     "between processes (`tether list` says how to re-create "
+                     "the channel)"
+                   : "cleared pins");
 }
 
 void Driver::MarkCorrupt(internal::Watcher& w) {

@@ -328,6 +328,10 @@ class Channel {
   // this handle's own. OpenOrCreate makes such a channel anew once no
   // process uses it. Any thread; RT-safe (one load).
   bool reader_state_lost() const {
+    if (state_lost_.load(std::memory_order_acquire) == kStateLost) return true;
+    // A SIGBUS the guard absorbed (counted) that nothing has looked at yet.
+    if (internal::CorruptionEvents() == 0) return false;
+    (void)MappingDamaged();
     return state_lost_.load(std::memory_order_acquire) == kStateLost;
   }
   // Why this process reads as a guest, in words for a log line (who it is,

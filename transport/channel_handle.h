@@ -82,6 +82,9 @@ class ChannelHandle {
   // so its subscribers copy messages unpinned and its waiters poll (see
   // shm/layout.h). Any thread.
   bool guest() const { return !shm_->reader_state_writable(); }
+  // The reader-state file was truncated or grown: this handle goes on with
+  // a private reader state (shm::Channel::reader_state_lost). RT-safe.
+  bool reader_state_lost() const { return shm_->reader_state_lost(); }
   // Why (who we are, the file's mode, owner and group, what to ask for),
   // for a one-line note; empty when not a guest. Setup only (allocates).
   std::string GuestReason() const { return shm_->GuestReason(); }

@@ -358,6 +358,72 @@ TEST_P(UringEventLoopTest, LivePeersStopsCountingAKilledReader) {
             absl::StatusCode::kNotFound);
 }
 
+// A reader with write access truncates the reader-state file while a
+// watcher's callback reads a pinned message in place, and a publisher (its
+// own mapping, as another process has) sends on. Nothing stops: the
+// publisher's sends succeed, the watcher gets what came after, counts what
+// was lost, and the loop says once, in words, why the message it was
+// reading was overwritten.
+TEST_P(UringEventLoopTest, AReaderStateTruncatedUnderAWatcherStopsNothing) {
+  constexpr int kMessages = 200;
+  auto stack = transport::ParseStackConfig(kStack, "<test stack>",
+                                           schemas_.known_types());
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  auto other = transport::ChannelSet::Create(root_.options(), *stack, schemas_);
+  ASSERT_TRUE(other.ok()) << other.status();
+  auto pub_channel = (*other)->Find("/idle");
+  ASSERT_TRUE(pub_channel.ok());
+  auto pub = transport::Publisher<Scalars>::Create(*pub_channel);
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  const auto send = [&](int64_t i) {
+    auto loan = (*pub)->MakeLoan();
+    loan.root().setI64(i);
+    return (*pub)->Send(std::move(loan)).status;
+  };
+  auto loop = MakeLoop();
+  ASSERT_NE(loop, nullptr);
+  int64_t last = -1;
+  uint64_t received = 0, missed = 0;
+  int failed_sends = 0;
+  auto watcher = loop->MakeWatcher<Scalars>(
+      "/idle", [&](Scalars::Reader m, const MessageContext& c) {
+        ++received;
+        missed += c.missed;
+        last = m.getI64();
+        if (last == 0) {
+          // The attacker, then every other message, while this one is read.
+          EXPECT_EQ(::truncate(
+                        channels_->Find("/idle").value()->reader_state_path()
+                            .c_str(),
+                        0),
+                    0);
+          for (int i = 1; i < kMessages; ++i) {
+            failed_sends += send(i) != transport::PublishStatus::kOk;
+          }
+        }
+        if (last == kMessages - 1) loop->Exit();
+      });
+  ASSERT_TRUE(watcher.ok()) << watcher.status();
+  loop->AddTimer([&] { loop->Exit(); })
+      ->Schedule(loop->monotonic_now() + std::chrono::seconds(10));
+  loop->OnRun([&] { EXPECT_EQ(send(0), transport::PublishStatus::kOk); });
+  ::testing::internal::CaptureStderr();
+  loop->Run();
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(failed_sends, 0);
+  EXPECT_EQ(last, kMessages - 1) << said;
+  EXPECT_EQ(received + missed, static_cast<uint64_t>(kMessages));
+  const WatcherStats& stats = (*watcher)->stats();
+  EXPECT_FALSE(stats.corrupt);
+  EXPECT_EQ(stats.overwritten_while_read, 1u);
+  EXPECT_NE(said.find("truncated or grew it, so pins are no longer shared"),
+            std::string::npos)
+      << said;
+  EXPECT_TRUE((*pub_channel)->reader_state_lost());
+  EXPECT_TRUE(channels_->Find("/idle").value()->reader_state_lost());
+  pub->reset();
+}
+
 INSTANTIATE_TEST_SUITE_P(EachBackend, UringEventLoopTest,
                          ::testing::Values(WakeBackend::kUringFutex,
                                            WakeBackend::kFutexWaitv),
