@@ -32,6 +32,8 @@ void Driver::AddLoop(EventLoop* loop) {
   corruption_events_scanned_ = ~uint64_t{0};  // scan the new loop's channels
   if (loop->channels() != nullptr) {
     reported_.reserve(reported_.size() + loop->channels()->channels().size());
+    lost_reported_.reserve(lost_reported_.size() +
+                           loop->channels()->channels().size());
   }
 }
 
@@ -189,7 +191,7 @@ void Driver::MarkCorrupt(internal::Watcher& w) {
   w.subscriber->Release();
   port_->Unwatch(CookieOf(&w));
   ++corrupt_watchers_;
-  FirstReport(w.channel_);
+  FirstReport(w.channel_, &reported_);
   const std::string_view what = w.channel_->corruption();
   std::fprintf(stderr,
                "tether: loop %s: channel %s is corrupt (%.*s); stopped "
@@ -200,11 +202,12 @@ void Driver::MarkCorrupt(internal::Watcher& w) {
                w.channel_->path().c_str());
 }
 
-bool Driver::FirstReport(const transport::ChannelHandle* channel) {
-  for (const transport::ChannelHandle* r : reported_) {
+bool Driver::FirstReport(const transport::ChannelHandle* channel,
+                         std::vector<const transport::ChannelHandle*>* list) {
+  for (const transport::ChannelHandle* r : *list) {
     if (r == channel) return false;
   }
-  if (reported_.size() < reported_.capacity()) reported_.push_back(channel);
+  if (list->size() < list->capacity()) list->push_back(channel);
   return true;
 }
 
@@ -217,14 +220,37 @@ TETHER_HOT_PATH void Driver::ReportCorruptChannels() {
 }
 
 [[gnu::cold]] void Driver::ReportNewCorruption() {
+  // A watcher whose channel lost its reader state (a SIGBUS the guard
+  // absorbed counts as an event) can no longer be woken by publishers in
+  // other processes: it polls from now on, as a guest does.
+  guest_watchers_ = 0;
+  for (const internal::Watcher* w : watchers_) {
+    if (w->wake->guest()) ++guest_watchers_;
+  }
   for (EventLoop* loop : loops_) {
     if (loop->channels() == nullptr) continue;
     for (const auto& [name, channel] : loop->channels()->channels()) {
+      if (!channel->corrupt() && channel->reader_state_lost() &&
+          FirstReport(channel.get(), &lost_reported_)) {
+        std::fprintf(
+            stderr,
+            "tether: loop %s: channel %s: a process with write access to "
+            "%s truncated or grew it, so this process no longer shares pins "
+            "and wake announcements there: it goes on, wakes readers on "
+            "every send and looks for messages every %lld ms; `tether list` "
+            "says how to re-create the channel\n",
+            loop->name().c_str(), name.c_str(),
+            channel->reader_state_path().c_str(),
+            static_cast<long long>(
+                std::chrono::duration_cast<std::chrono::milliseconds>(
+                    kGuestPoll)
+                    .count()));
+      }
       if (!channel->corrupt()) continue;
       // Empty while another thread is still writing its finding: the count
       // moves once it is written, and the next scan reports it.
       const std::string_view what = channel->corruption();
-      if (what.empty() || !FirstReport(channel.get())) continue;
+      if (what.empty() || !FirstReport(channel.get(), &reported_)) continue;
       std::fprintf(stderr,
                    "tether: loop %s: channel %s is corrupt (%.*s); its sends "
                    "fail and its reads find nothing from now on (counted in "

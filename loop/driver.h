@@ -132,8 +132,9 @@ class Driver final : private SleepHooks {
   void ReportCorruptChannels();
   // Its scan of the loops' channels, once the count moved (cold).
   void ReportNewCorruption();
-  // Marks `channel` reported; false if it was already.
-  bool FirstReport(const transport::ChannelHandle* channel);
+  // Marks `channel` reported in `list`; false if it was already.
+  bool FirstReport(const transport::ChannelHandle* channel,
+                   std::vector<const transport::ChannelHandle*>* list);
 
   // SleepHooks (the loop's half of the sleep protocol, wake_port.h).
   void BeginSleep() override;
@@ -155,6 +156,8 @@ class Driver final : private SleepHooks {
   // Channels reported corrupt (capacity reserved in AddLoop: no allocation
   // while running).
   std::vector<const transport::ChannelHandle*> reported_;
+  // Channels whose lost reader state was reported (reserved alike).
+  std::vector<const transport::ChannelHandle*> lost_reported_;
   // ChannelHandle::CorruptionEvents() when the channels were last scanned.
   uint64_t corruption_events_scanned_ = ~uint64_t{0};
   int guest_watchers_ = 0;  // bound every wait by kGuestPoll while > 0

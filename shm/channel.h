@@ -124,7 +124,9 @@ class Sleeper {
   // True when this process cannot write the channel's reader-state file:
   // Begin/EndSleep do nothing, publishers never learn of this waiter, so
   // it must wait with a bounded timeout and re-check (a guest's poll).
-  bool guest() const { return index_ == kGuest; }
+  // Also true once the channel's reader state is lost to this process
+  // (Channel::reader_state_lost): its announcements reach nobody then.
+  bool guest() const;
 
  private:
   friend class Channel;
@@ -561,6 +563,11 @@ class Channel {
   mutable std::atomic<int> corrupt_state_{0};
   mutable char corruption_[240] = {};
 };
+
+inline bool Sleeper::guest() const {
+  return index_ == kGuest ||
+         (channel_ != nullptr && channel_->reader_state_lost());
+}
 
 // The free space of a filesystem, as statvfs(2) gives it.
 struct FreeSpace {
