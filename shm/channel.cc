@@ -577,7 +577,8 @@ bool Channel::ClaimIfFree(uint64_t slot, uint32_t owner) {
 
 int64_t Channel::ClaimFreeSlot(uint32_t owner, uint64_t* hint, bool sweep) {
   const uint64_t n = params_.pool_size();
-  for (int round = 0; round < 2; ++round) {
+  bool cleared = false, swept = false;
+  for (;;) {
     for (uint64_t i = 0; i < n; ++i) {
       uint64_t slot = (*hint + i) % n;
       if (ClaimIfFree(slot, owner)) {
@@ -585,8 +586,13 @@ int64_t Channel::ClaimFreeSlot(uint32_t owner, uint64_t* hint, bool sweep) {
         return static_cast<int64_t>(slot);
       }
     }
-    if (!sweep) break;
-    if (round == 0) Sweep();
+    if (!cleared) {
+      cleared = true;
+      if (ClearImpossiblePins()) continue;
+    }
+    if (!sweep || swept) break;
+    swept = true;
+    Sweep();
   }
   // Failure path (O(pool), no allocation): slots every publisher's sends
   // fail on for ever if their states were overwritten. Say so, once, as

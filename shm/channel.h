@@ -488,6 +488,16 @@ class Channel {
   // -1. O(pool).
   int64_t ClaimFreeSlot(uint32_t owner, uint64_t* hint, bool sweep);
   bool ClaimIfFree(uint64_t slot, uint32_t owner);
+  // recovery.cc: ClaimFreeSlot's failure path. A healthy channel always
+  // has a free slot (the pool holds the ring, one loan per publisher and
+  // one pin per pinning reader), so when none is, pins hold the rest:
+  // clears the pin bits no reader can have set (a bit of no reader entry,
+  // of an unregistered entry, or set in two slots: a reader pins one slot
+  // at a time) and returns whether it cleared any. A process with write
+  // access to the reader-state file set them (garbage, or hostile); a
+  // real reader's pin cleared with them is counted by that reader
+  // (overwritten_while_read). O(pool), no allocation, no syscall: RT-safe.
+  bool ClearImpossiblePins();
 
   // recovery.cc: reclaiming what dead processes left (see Sweep()).
   // Takes a dead owner's registry entry over (CAS to our token) so no other

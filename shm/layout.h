@@ -107,13 +107,15 @@
 // acquires it, so the reader's reads happen before any reuse.
 //
 // What the reader-state file cannot do: nothing a publisher reads from it
-// is used as an index or size (pin words and the sleeper mask are only
-// compared with zero; the header's identity fields are only compared, by
+// is used as an index or size unchecked (pin words and the sleeper mask
+// are compared with zero, and only a pin bit below max_pinned picks a
+// reader entry; the header's identity fields are only compared, by
 // CheckConsistency, and its creator token is read only to remove files of
-// creators that died between their two links), so any bytes there can make
-// sends fail (every slot pinned: kNoLoan, counted) or cost wake syscalls
-// (sleeper bits set), but never corrupt the data file or crash a
-// publisher. Pin bits one reader clears of another are not prevented (a
+// creators that died between their two links), so any bytes there can
+// make a publisher look longer for a slot (every slot pinned: it then
+// clears the pins no reader can hold, Channel::ClearImpossiblePins) or
+// cost wake syscalls (sleeper bits set), but never make sends fail,
+// corrupt the data file or crash a publisher. Pin bits one reader clears of another are not prevented (a
 // shared word per slot keeps sends O(1) in readers): the victim's slot may
 // be reused under it, and a pinned
 // reader detects that when it lets go (Reader::Release counts

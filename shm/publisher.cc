@@ -69,11 +69,9 @@ absl::StatusOr<std::unique_ptr<Publisher>> Publisher::Create(Channel* channel) {
         return absl::ResourceExhaustedError(absl::StrCat(
             "channel ", channel->name(),
             ": no free slot for a new publisher (every slot is in the ring, "
-            "loaned or pinned): its readers pin more slots than the queue "
-            "spares (raise queueDepth, or lower maxPinned), or a process "
-            "that writes its reader-state file pinned them all (`tether "
-            "list` then warns); to start afresh, stop the processes that use "
-            "it and run `",
+            "loaned or pinned by a reader that can hold a pin): a process "
+            "that writes its files took them (`tether list` then warns); to "
+            "start afresh, stop the processes that use it and run `",
             channel->clean_command_, "`"));
       }
       return pub;

@@ -4,6 +4,7 @@
 // lost under a live channel (Channel::reader_state_lost). Part of Channel.
 #include <sys/mman.h>
 
+#include <bit>
 #include <set>
 
 #include "shm/channel.h"
@@ -52,6 +53,45 @@ bool Channel::LoseReaderState() const {
   // A send that read the sleeper bits from zero pages made no wake: every
   // waiter looks again now (spurious wakes are harmless, layout.h "Wake").
   FutexWake(&header_->wake_word);
+  return true;
+}
+
+bool Channel::ClearImpossiblePins() {
+  // A guest's mapping of the reader state is read-only.
+  if (!state_writable_ && !reader_state_lost()) return false;
+  const uint64_t n = params_.pool_size();
+  const uint64_t readers = params_.max_pinned >= 64
+                               ? ~uint64_t{0}
+                               : (uint64_t{1} << params_.max_pinned) - 1;
+  // Pins first, then owners: a reader registers before it pins and lets
+  // go before it unregisters, so a bit seen set whose entry is free later
+  // was never a registered reader's, or is released by now.
+  uint8_t slots_with_bit[64] = {};
+  uint64_t seen = 0;
+  for (uint64_t slot = 0; slot < n; ++slot) {
+    const uint64_t pins = pin_word(slot)->load(std::memory_order_acquire);
+    seen |= pins;
+    for (uint64_t bits = pins & readers; bits != 0; bits &= bits - 1) {
+      uint8_t& count = slots_with_bit[std::countr_zero(bits)];
+      if (count < 2) ++count;
+    }
+  }
+  uint64_t impossible = seen & ~readers;
+  for (uint64_t bits = seen & readers; bits != 0; bits &= bits - 1) {
+    const int k = std::countr_zero(bits);
+    if (slots_with_bit[k] >= 2 ||
+        reader_entry(static_cast<uint32_t>(k))
+                ->owner.load(std::memory_order_acquire) == kNoOwner) {
+      impossible |= uint64_t{1} << k;
+    }
+  }
+  if (impossible == 0) return false;
+  for (uint64_t slot = 0; slot < n; ++slot) {
+    std::atomic<uint64_t>* pins = pin_word(slot);
+    if ((pins->load(std::memory_order_relaxed) & impossible) != 0) {
+      pins->fetch_and(~impossible, std::memory_order_acq_rel);
+    }
+  }
   return true;
 }
 

@@ -58,44 +58,75 @@ class HostileReader : public ::testing::Test {
   std::unique_ptr<Publisher> publisher_;
 };
 
-TEST_F(HostileReader, PinningEverySlotMakesSendsFailCountedNeverCorrupt) {
+// Every pin bit of every slot set (garbage, or a hostile reader): no slot
+// is free, which never happens in a healthy channel, so the publisher
+// clears the pins no reader can hold (bits of no reader, of unregistered
+// entries, or set in two slots) and sends on. Nothing fails, nothing is
+// corrupt.
+TEST_F(HostileReader, PinningEverySlotIsUndoneByThePublisherThatNeedsOne) {
   for (uint64_t s = 0; s < kParams.pool_size(); ++s) {
     in::ChannelAccess::pin_word(*channel_, s)->store(~uint64_t{0});
   }
-  int no_loan = 0;
-  for (int i = 0; i < 20; ++i) {
-    const SendStatus st = Send(i);
-    EXPECT_NE(st, SendStatus::kCorrupt);
-    no_loan += st == SendStatus::kNoLoan;
-  }
-  EXPECT_GT(no_loan, 0);
-  EXPECT_EQ(publisher_->send_failures(), static_cast<uint64_t>(no_loan));
-  EXPECT_EQ(channel_->Stats().send_failures, static_cast<uint64_t>(no_loan));
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(Send(i), SendStatus::kOk) << i;
+  EXPECT_EQ(publisher_->send_failures(), 0u);
   EXPECT_FALSE(channel_->corrupt());
-  // Reported by the check, which names the file and does not stop anyone.
-  const absl::Status check = channel_->CheckConsistency();
-  EXPECT_TRUE(absl::IsDataLoss(check));
-  EXPECT_THAT(std::string(check.message()),
-              HasSubstr(channel_->reader_state_path()));
-  EXPECT_FALSE(channel_->corrupt());
-  // Pins of readers that cannot exist are swept; unregistered ones below
-  // max_pinned stay (clearing them could race a registering reader).
-  EXPECT_GT(channel_->Sweep().corrupt_entries, 0);
   for (uint64_t s = 0; s < kParams.pool_size(); ++s) {
-    EXPECT_EQ(in::ChannelAccess::pin_word(*channel_, s)->load(), 0b111u);
+    EXPECT_EQ(in::ChannelAccess::pin_word(*channel_, s)->load(), 0u) << s;
   }
-  // Once the words are cleared, sends work again.
-  for (uint64_t s = 0; s < kParams.pool_size(); ++s) {
-    in::ChannelAccess::pin_word(*channel_, s)->store(0);
-  }
-  EXPECT_EQ(Send(100), SendStatus::kOk);
   EXPECT_TRUE(channel_->CheckConsistency().ok());
 }
 
-// With every slot pinned, a new publisher is refused with what to do:
-// the pins are readers' (config or a hostile writer of the reader-state
-// file), and the clean command starts afresh.
-TEST(HostileReaderPins, ANewPublisherWithEverySlotPinnedSaysWhatToDo) {
+// What a registered reader holds stays held: its one pin is a pin a reader
+// can have, so the publisher leaves it (and the reader's message intact)
+// while it clears a hostile bit of that same reader set in every slot.
+TEST_F(HostileReader, APinAReaderCanHoldSurvivesTheClearing) {
+  auto reader = Reader::Create(channel_.get(), {.pin = true});
+  ASSERT_TRUE(reader.ok());
+  ASSERT_EQ(Send(0), SendStatus::kOk);
+  MessageView held;
+  ASSERT_EQ((*reader)->Next(&held), ReadStatus::kOk);
+  // Bits 1 and 2 (unregistered) everywhere but the held slot.
+  for (uint64_t s = 0; s < kParams.pool_size(); ++s) {
+    if (s != held.slot) in::ChannelAccess::pin_word(*channel_, s)->store(0b110);
+  }
+  for (int i = 1; i < 30; ++i) EXPECT_EQ(Send(i), SendStatus::kOk) << i;
+  EXPECT_EQ(in::ChannelAccess::pin_word(*channel_, held.slot)->load(), 0b1u);
+  testing::PatternHeader h;
+  EXPECT_TRUE(testing::CheckPattern(held.data, &h));
+  EXPECT_EQ(h.sequence, 0u);
+  (*reader)->Release();
+  EXPECT_EQ((*reader)->overwritten_while_read(), 0u);
+  EXPECT_FALSE(channel_->corrupt());
+}
+
+// Random bytes over the whole reader-state file (a buggy reader's stray
+// writes; the file keeps its size): sends go on, readers read, the check
+// reports the file and nobody stops.
+TEST_F(HostileReader, RandomBytesOverTheReaderStateStopNothing) {
+  auto reader = Reader::Create(channel_.get(), {.pin = true});
+  ASSERT_TRUE(reader.ok());
+  std::mt19937_64 rng(12);
+  auto* words = reinterpret_cast<uint64_t*>(
+      in::ChannelAccess::state_header(*channel_));
+  const uint64_t size = in::StateLayout::For(kParams).total;
+  for (uint64_t w = 0; w < size / 8; ++w) words[w] = rng();
+  int got = 0;
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_EQ(Send(i), SendStatus::kOk) << i;
+    MessageView v;
+    while ((*reader)->Next(&v) == ReadStatus::kOk) ++got;
+  }
+  EXPECT_EQ(got + (*reader)->total_missed(), 50u);
+  EXPECT_FALSE(channel_->corrupt());
+  const absl::Status check = channel_->CheckConsistency();
+  EXPECT_TRUE(absl::IsDataLoss(check)) << check;
+  EXPECT_THAT(std::string(check.message()),
+              HasSubstr(channel_->reader_state_path()));
+}
+
+// With every slot pinned, a new publisher still gets a slot: the pins no
+// reader can hold are cleared for it too.
+TEST(HostileReaderPins, ANewPublisherWithEverySlotPinnedStillGetsOne) {
   testing::ScopedRoot root;
   QueueParams params = kParams;
   params.max_publishers = 2;
@@ -105,12 +136,7 @@ TEST(HostileReaderPins, ANewPublisherWithEverySlotPinnedSaysWhatToDo) {
     in::ChannelAccess::pin_word(**c, s)->store(~uint64_t{0});
   }
   auto p = Publisher::Create(c->get());
-  ASSERT_TRUE(absl::IsResourceExhausted(p.status())) << p.status();
-  EXPECT_THAT(std::string(p.status().message()),
-              HasSubstr("no free slot for a new publisher"));
-  EXPECT_THAT(std::string(p.status().message()), HasSubstr("maxPinned"));
-  EXPECT_THAT(std::string(p.status().message()),
-              HasSubstr(Channel::CleanCommand(root.options())));
+  ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_FALSE((*c)->corrupt());
 }
 

@@ -64,17 +64,27 @@ class EndpointsTest : public ::testing::Test {
     return h.ok() ? std::move(*h) : nullptr;
   }
 
-  // Writes `value` over the pin word of every slot of channel `name`, as a
-  // process with write access to its reader-state file can
-  // (docs/security.md): with any bit set, no slot can be loaned.
-  void SetEveryPinWord(const std::string& name, uint64_t value) {
+  // Takes every slot of channel `name` that its publisher 0 does not hold
+  // (as publisher 0: a live owner, so no sweep frees them), so that no
+  // slot can be loaned; `hold` false frees them again. What makes sends
+  // fail with kNoLoan: pins cannot (a publisher that finds no free slot
+  // clears the pins no reader can hold).
+  void HoldEverySlot(const std::string& name, bool hold) {
     auto c = shm::Channel::Open(root_.options(), name);
     ASSERT_TRUE(c.ok()) << c.status();
+    const uint64_t owned = shm::internal::Owned(0);
     for (uint64_t s = 0; s < (*c)->params().pool_size(); ++s) {
-      shm::internal::ChannelAccess::pin_word(**c, s)->store(value);
+      auto& state = shm::internal::ChannelAccess::slot_header(**c, s)->state;
+      if (hold && state.load() != owned) held_.push_back(s);
     }
+    for (uint64_t s : held_) {
+      shm::internal::ChannelAccess::slot_header(**c, s)->state.store(
+          hold ? owned : shm::internal::kFree);
+    }
+    if (!hold) held_.clear();
   }
 
+  std::vector<uint64_t> held_;
   shm::testing::ScopedRoot root_;
   SchemaRegistry schemas_;
 };
@@ -222,7 +232,7 @@ TEST_F(EndpointsTest, TypedSendsWithEverySlotPinnedAreEachCountedOnce) {
   ASSERT_TRUE(pub.ok()) << pub.status();
   auto tool = ChannelHandle::Open(root_.options(), "/pinned");
   ASSERT_TRUE(tool.ok()) << tool.status();
-  SetEveryPinWord("/pinned", ~uint64_t{0});
+  HoldEverySlot("/pinned", true);
   // The loan the publisher already holds still goes out.
   Loan<Scalars> held = (*pub)->MakeLoan();
   ASSERT_TRUE(held.valid());
@@ -240,8 +250,8 @@ TEST_F(EndpointsTest, TypedSendsWithEverySlotPinnedAreEachCountedOnce) {
   EXPECT_EQ((*pub)->raw()->send_failures(), kAttempts);
   EXPECT_EQ((*tool)->stats().next_queue_index, 1u);  // nothing more sent
 
-  // Once the words are cleared, sends work again and count no failure.
-  SetEveryPinWord("/pinned", 0);
+  // Once the slots are free, sends work again and count no failure.
+  HoldEverySlot("/pinned", false);
   Loan<Scalars> loan = (*pub)->MakeLoan();
   ASSERT_TRUE(loan.valid());
   EXPECT_EQ((*pub)->Send(std::move(loan)).status, PublishStatus::kOk);
@@ -290,7 +300,7 @@ TEST_F(EndpointsTest, RawSendAndPublishFailuresAreEachCountedOnce) {
   (*sub)->Release();
 
   // No slot: the held loan goes out, then every Publish fails, counted.
-  SetEveryPinWord("/raw_fail", ~uint64_t{0});
+  HoldEverySlot("/raw_fail", true);
   ASSERT_EQ((*raw)->Publish(framed).status, PublishStatus::kOk);
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ((*raw)->Publish(framed).status, PublishStatus::kNoLoan);
