@@ -66,7 +66,7 @@ bool ChannelWaiter::HasPendingWork() {
 }
 
 void ChannelWaiter::EndSleep() {
-  for (Entry& e : readers_) e.wake.EndSleep();
+  for (Entry& e : readers_) (void)e.wake.EndSleep();
 }
 
 }  // namespace tether::loop

@@ -4,6 +4,7 @@
 
 #include "loop/check.h"
 #include "loop/event_loop.h"
+#include "shm/publisher.h"
 #include "util/hot_path.h"
 
 namespace tether::loop {
@@ -122,8 +123,9 @@ TETHER_HOT_PATH Driver::RunEnd Driver::Run() {
     ReportCorruptChannels();
     bool stopped = false;
     std::optional<MonotonicTime> deadline = dispatcher_->NextDeadline();
-    if (guest_watchers_ > 0) {
-      // Nobody wakes a guest: look again at least every kGuestPoll.
+    if (guest_watchers_ > 0 || announcement_cleared_) {
+      // Nobody wakes a guest: look again at least every kGuestPoll. Nor,
+      // reliably, a waiter whose announcements get cleared.
       const MonotonicTime poll = clock_->Now() + kGuestPoll;
       if (!deadline.has_value() || poll < *deadline) deadline = poll;
     }
@@ -182,6 +184,26 @@ TETHER_HOT_PATH void Driver::CheckOverwrittenWhileRead(internal::Watcher& w) {
                      "between processes (`tether list` says how to re-create "
                      "the channel)"
                    : "cleared pins");
+}
+
+[[gnu::cold]] void Driver::NoteAnnouncementCleared(internal::Watcher& w) {
+  // A state that was lost meanwhile starts afresh without it: said apart.
+  if (w.channel_->reader_state_lost() || w.announcement_cleared) return;
+  w.announcement_cleared = true;
+  announcement_cleared_ = true;
+  std::fprintf(stderr,
+               "tether: loop %s: channel %s: a process with write access to "
+               "%s cleared this loop's wake announcement while it slept, so "
+               "publishers skipped its wakes (messages came up to %lld ms "
+               "late); the loop looks for messages every %lld ms from now "
+               "on, and those lost are counted as missed\n",
+               w.loop->name().c_str(), w.channel_->name().c_str(),
+               w.channel_->reader_state_path().c_str(),
+               static_cast<long long>(shm::kForcedWakeIntervalNs / 1000000),
+               static_cast<long long>(
+                   std::chrono::duration_cast<std::chrono::milliseconds>(
+                       kGuestPoll)
+                       .count()));
 }
 
 void Driver::MarkCorrupt(internal::Watcher& w) {
@@ -303,7 +325,9 @@ TETHER_HOT_PATH bool Driver::HasPendingWork() {
 
 TETHER_HOT_PATH void Driver::EndSleep() {
   for (internal::Watcher* w : watchers_) {
-    if (!w->stats_.corrupt) w->wake->EndSleep();
+    if (!w->stats_.corrupt && !w->wake->EndSleep()) [[unlikely]] {
+      NoteAnnouncementCleared(*w);
+    }
   }
 }
 

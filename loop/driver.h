@@ -109,6 +109,10 @@ class Driver final : private SleepHooks {
   // as a sleeper, transport::WakeHandle::guest()) sleeps at most before it
   // looks again: the latency a guest pays for affecting nobody.
   static constexpr Duration kGuestPoll = std::chrono::milliseconds(2);
+  // EndSleep found `w`'s wake announcement cleared (a publisher's forced
+  // wake, shm::kForcedWakeIntervalNs, woke it): one line per watcher, and
+  // the loop polls from then on. Error path.
+  void NoteAnnouncementCleared(internal::Watcher& w);
   // Called after a watcher's callback: counts and reports (one line per
   // watcher) a pinned message overwritten while the callback read it.
   void CheckOverwrittenWhileRead(internal::Watcher& w);
@@ -161,6 +165,9 @@ class Driver final : private SleepHooks {
   // ChannelHandle::CorruptionEvents() when the channels were last scanned.
   uint64_t corruption_events_scanned_ = ~uint64_t{0};
   int guest_watchers_ = 0;  // bound every wait by kGuestPoll while > 0
+  // A watcher's wake announcement was found cleared (NoteAnnouncement-
+  // Cleared): every wait is bounded by kGuestPoll from then on.
+  bool announcement_cleared_ = false;
   std::atomic<bool> exit_{false};
 };
 

@@ -78,6 +78,8 @@ struct Watcher : public WatcherHandle {
   bool has_pending = false;
   // Position in the driver's list: ties in send time go to the earlier one.
   size_t index = 0;
+  // Its wake announcement was found cleared (said once).
+  bool announcement_cleared = false;
 };
 
 }  // namespace internal

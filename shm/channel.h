@@ -116,8 +116,11 @@ class Sleeper {
   // its readers, then waits on the value read; EndSleep() after waking.
   // Between the two, publishers make the FUTEX_WAKE syscall; outside, they
   // skip it. RT-safe: one seq_cst atomic RMW each.
+  // EndSleep() returns false when the announcement was gone before it
+  // (a process with write access to the reader-state file cleared the
+  // bit while this waiter slept: publishers may have skipped its wake).
   void BeginSleep();
-  void EndSleep();
+  bool EndSleep();
   // True when the registry was full and this sleeper counts anonymously
   // (not reclaimed if its process dies asleep).
   bool anonymous() const { return index_ == kAnonymous; }

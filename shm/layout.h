@@ -145,7 +145,9 @@
 // bit (fetch_or, seq_cst), reads wake_word, re-checks the ring, then waits
 // on the value read; after waking it clears the bit (fetch_and). A
 // publisher commits, bumps wake_word (seq_cst) and then reads sleeper_mask
-// and anonymous_sleepers (seq_cst, one line of the reader-state file).
+// and anonymous_sleepers (seq_cst, one line of the reader-state file);
+// it also wakes when its last wake is kForcedWakeIntervalNs old, for a
+// waiter whose bit a writer of that file cleared (publisher.h).
 // If it saw both zero,
 // its bump precedes the waiter's announcement in the total order, so the
 // waiter's re-check sees the message. "Nobody is waiting" means no loop is

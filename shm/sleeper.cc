@@ -67,20 +67,21 @@ TETHER_HOT_PATH void Sleeper::BeginSleep() {
   }
 }
 
-TETHER_HOT_PATH void Sleeper::EndSleep() {
-  if (index_ == kGuest) return;
+TETHER_HOT_PATH bool Sleeper::EndSleep() {
+  if (index_ == kGuest) return true;
   internal::ReaderStateHeader* h = channel_->state_header_;
   asleep_ = false;
   if (index_ >= 0) {
-    h->sleeper_mask.fetch_and(~(uint64_t{1} << index_),
-                              std::memory_order_seq_cst);
-    return;
+    const uint64_t bit = uint64_t{1} << index_;
+    return (h->sleeper_mask.fetch_and(~bit, std::memory_order_seq_cst) &
+            bit) != 0;
   }
   // A corrupt count must not wrap below zero.
   uint32_t v = h->anonymous_sleepers.load(std::memory_order_relaxed);
   while (v != 0 && !h->anonymous_sleepers.compare_exchange_weak(
                        v, v - 1, std::memory_order_seq_cst)) {
   }
+  return v != 0;
 }
 
 }  // namespace tether::shm

@@ -20,7 +20,7 @@ struct CleanEntry {
   // A file that cannot be opened as a channel of this build (another
   // layout, damaged, junk).
   bool unopenable = false;
-  std::string reason;
+  std::string reason = {};
 };
 
 struct CleanReport {

@@ -35,7 +35,10 @@ class WakeHandle {
   // Announces this waiter as asleep (seq_cst): publishers make the
   // FUTEX_WAKE syscall until EndSleep(). Call before loading the word.
   void BeginSleep() { sleeper_.BeginSleep(); }
-  void EndSleep() { sleeper_.EndSleep(); }
+  // False when the announcement was cleared meanwhile by a process with
+  // write access to the reader-state file (publishers may have skipped
+  // this waiter's wake).
+  bool EndSleep() { return sleeper_.EndSleep(); }
   // A guest's handle (ChannelHandle::guest()): Begin/EndSleep do nothing,
   // no publisher ever wakes this waiter, so it must bound every wait (poll)
   // and re-check. Waiting on the word still returns at once when it moved.

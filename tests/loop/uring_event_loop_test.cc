@@ -2,12 +2,15 @@
 // process wakes a sleeping subscriber loop thousands of times (each wake
 // backend), an idle node allocates nothing after start and stays small, and
 // SIGTERM ends Run() through the stop fd.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -18,6 +21,7 @@
 #include "loop/kernel_probe.h"
 #include "loop/signals.h"
 #include "loop/uring_event_loop.h"
+#include "shm/layout.h"
 #include "tests/shm/shm_test_util.h"
 #include "tests/transport/framing_test.capnp.h"
 #include "tests/util/alloc_counter.h"
@@ -478,6 +482,71 @@ TEST_P(UringEventLoopTest, ALoopThatLostItsReaderStatePollsInsteadOfHanging) {
   sender.join();
   EXPECT_EQ(last, kMessages - 1) << "the loop slept through the messages";
   EXPECT_NE(said.find("no longer shares pins and wake announcements there"),
+            std::string::npos)
+      << said;
+  pub->reset();
+}
+
+// A writer of the reader-state file keeps clearing the sleeper mask, so
+// publishers never see this loop asleep. The loop, which has no timer to
+// wake it, still gets every message (publishers wake at least every
+// shm::kForcedWakeIntervalNs), late, and says once what happened.
+TEST_P(UringEventLoopTest, ALoopWhoseWakeAnnouncementIsClearedStillGetsAll) {
+  constexpr int kMessages = 8;
+  auto stack = transport::ParseStackConfig(kStack, "<test stack>",
+                                           schemas_.known_types());
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  auto other = transport::ChannelSet::Create(root_.options(), *stack, schemas_);
+  ASSERT_TRUE(other.ok()) << other.status();
+  auto pub = transport::Publisher<Scalars>::Create((*other)->Find("/idle").value());
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  auto loop = MakeLoop();
+  ASSERT_NE(loop, nullptr);
+  int64_t last = -1;
+  uint64_t received = 0, missed = 0;
+  auto watcher = loop->MakeWatcher<Scalars>(
+      "/idle", [&](Scalars::Reader m, const MessageContext& c) {
+        ++received;
+        missed += c.missed;
+        last = m.getI64();
+        if (last == kMessages - 1) loop->Exit();
+      });
+  ASSERT_TRUE(watcher.ok()) << watcher.status();
+  const std::string state =
+      channels_->Find("/idle").value()->reader_state_path();
+  std::atomic<bool> done{false};
+  std::thread attacker([&] {
+    const int fd = ::open(state.c_str(), O_WRONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    const char zeros[12] = {};  // sleeper_mask and anonymous_sleepers
+    while (!done.load()) {
+      (void)!::pwrite(fd, zeros, sizeof(zeros),
+                      offsetof(shm::internal::ReaderStateHeader, sleeper_mask));
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    ::close(fd);
+  });
+  std::thread sender([&] {
+    for (int i = 0; i < kMessages; ++i) {
+      std::this_thread::sleep_for(milliseconds(100));
+      auto loan = (*pub)->MakeLoan();
+      loan.root().setI64(i);
+      EXPECT_EQ((*pub)->Send(std::move(loan)).status,
+                transport::PublishStatus::kOk);
+    }
+  });
+  // Only a far safety timer: nothing else would wake a loop that hangs.
+  loop->AddTimer([&] { loop->Exit(); })
+      ->Schedule(loop->monotonic_now() + std::chrono::seconds(20));
+  ::testing::internal::CaptureStderr();
+  loop->Run();
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  done = true;
+  sender.join();
+  attacker.join();
+  EXPECT_EQ(last, kMessages - 1) << "the loop slept through the messages";
+  EXPECT_EQ(received + missed, static_cast<uint64_t>(kMessages));
+  EXPECT_NE(said.find("cleared this loop's wake announcement"),
             std::string::npos)
       << said;
   pub->reset();
