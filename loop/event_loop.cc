@@ -188,6 +188,11 @@ absl::StatusOr<WatcherHandle*> EventLoop::AddWatcher(
   w->subscriber = std::move(*sub);
   w->start_index_ = w->subscriber->next_index();
   NoteGuest(channel);
+  if (!w->subscriber->guest_reason().empty()) {
+    // Setup: one line, so the user knows why this watcher reads copies.
+    std::fprintf(stderr, "tether: loop %s: %s\n", name_.c_str(),
+                 w->subscriber->guest_reason().c_str());
+  }
   w->wake.emplace(channel->MakeWakeHandle());
   w->fn = std::move(fn);
   if (absl::Status s = driver_->AddWatcher(w.get()); !s.ok()) {

@@ -58,8 +58,11 @@ absl::StatusOr<std::unique_ptr<Reader>> Reader::Create(
     }
     if (index < 0 && !channel->corrupt()) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "channel ", channel->name(), " already has max_pinned=", k,
-          " pinning readers: raise maxPinnedReaders in the channel's config"));
+          "channel ", channel->name(), " already has maxPinned=", k,
+          " pinning readers (every entry of its reader registry is held by "
+          "a live process): raise maxPinned in the channel's config, or, if "
+          "fewer processes read it, a process with write access to ",
+          channel->reader_state_path(), " wrote those entries"));
     }
   }
   std::unique_ptr<Reader> r(new Reader(channel, index));

@@ -39,13 +39,9 @@ int RunEcho(const EchoOptions& options, std::ostream& out, std::ostream& err) {
   }
   transport::SubscriberOptions sub_options{.pin = !options.force_unpinned,
                                            .from_oldest = options.from_oldest};
+  // A pinned reader whose pins are all taken reads as a guest (copies).
   auto sub = transport::RawSubscriber::Create(channel->handle.get(),
                                               sub_options);
-  if (!sub.ok() && sub_options.pin &&
-      absl::IsResourceExhausted(sub.status())) {
-    sub_options.pin = false;
-    sub = transport::RawSubscriber::Create(channel->handle.get(), sub_options);
-  }
   if (!sub.ok()) {
     err << "tether echo: " << options.channel << ": "
         << sub.status().message() << "\n";
@@ -65,12 +61,13 @@ int RunEcho(const EchoOptions& options, std::ostream& out, std::ostream& err) {
   const bool pinned = sub_options.pin && !(*sub)->guest();
   if ((*sub)->guest()) {
     err << "tether echo: note: " << options.channel << ": "
-        << channel->handle->GuestReason() << "\n";
+        << ((*sub)->guest_reason().empty() ? channel->handle->GuestReason()
+                                           : (*sub)->guest_reason())
+        << "\n";
   } else if (!pinned) {
     err << "tether echo: note: reading " << options.channel
-        << " unpinned (its pins are "
-        << (options.force_unpinned ? "not used" : "all taken")
-        << "); each message is copied and dropped if overwritten while read\n";
+        << " unpinned (its pins are not used); each message is copied and "
+           "dropped if overwritten while read\n";
   }
 
   const int64_t min_gap_ns =

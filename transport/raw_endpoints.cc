@@ -148,10 +148,26 @@ absl::StatusOr<std::unique_ptr<RawSubscriber>> RawSubscriber::Create(
                            : shm::ReaderOptions::Start::kNew;
   absl::StatusOr<std::unique_ptr<shm::Reader>> r =
       shm::Reader::Create(channel->shm(), ro);
+  std::string guest_reason;
+  if (!r.ok() && absl::IsResourceExhausted(r.status()) && ro.pin &&
+      o.guest_fallback) {
+    // Every pinning entry is taken: read, as a guest, rather than not at
+    // all (a writer of the reader-state file can fill the registry).
+    guest_reason = absl::StrCat(
+        r.status().message(),
+        "; this reader reads as a guest meanwhile: unpinned copies checked "
+        "after copying");
+    ro.pin = false;
+    o.pin = false;
+    o.copy = true;
+    guest = true;
+    r = shm::Reader::Create(channel->shm(), ro);
+  }
   if (!r.ok()) return r.status();
   std::unique_ptr<RawSubscriber> s(
       new RawSubscriber(channel, std::move(*r), hooks));
   s->guest_ = guest;
+  s->guest_reason_ = std::move(guest_reason);
   if (o.copy && !o.pin) {
     s->copy_.resize((channel->params().slot_size + 7) / 8 + 1);
   }

@@ -220,9 +220,10 @@ struct SubscriberOptions {
   // until the next read. What a guest reads with.
   bool copy = false;
   // Pinning was asked for but this process cannot write the channel's
-  // reader-state file (ChannelHandle::guest()): read as a guest instead
-  // (pin = false, copy = true; guest() says so). false: Create fails with
-  // PermissionDenied saying why.
+  // reader-state file (ChannelHandle::guest()), or every maxPinned entry
+  // is taken: read as a guest instead (pin = false, copy = true; guest()
+  // and guest_reason() say so). false: Create fails with PermissionDenied
+  // or ResourceExhausted saying why.
   bool guest_fallback = true;
 };
 
@@ -277,8 +278,12 @@ class RawSubscriber {
   uint64_t total_missed() const { return reader_->total_missed() + torn_; }
   // Reads copies (SubscriberOptions::copy, or a guest's fallback).
   bool copying() const { return !copy_.empty(); }
-  // Read as a guest: asked to pin, but the reader state is not writable.
+  // Read as a guest: asked to pin, but the reader state is not writable
+  // or every pinning entry was taken.
   bool guest() const { return guest_; }
+  // Why, when every pinning entry was taken (the channel's own reason,
+  // ChannelHandle::GuestReason(), covers the other case); else empty.
+  const std::string& guest_reason() const { return guest_reason_; }
   // Pinned messages whose slot was reused before Release(): another
   // process with write access to the reader-state file cleared this
   // subscriber's pin (shm::Reader::overwritten_while_read). RT-safe.
@@ -305,6 +310,7 @@ class RawSubscriber {
   uint64_t torn_ = 0;           // copies found overwritten (lost)
   uint64_t torn_unreported_ = 0;  // ... not yet in a message's `missed`
   bool guest_ = false;
+  std::string guest_reason_;
 };
 
 }  // namespace tether::transport

@@ -350,12 +350,11 @@ TEST(DemoHostile, ATruncatedChannelFileSigbusesNobody) {
 }
 
 // Reproducer 2c: a process that may write /plant/state's reader-state file
-// (docs/security.md) sets every pin word, so the actuator's typed sends
-// find no slot to build in. They fail, and the failures are not silent: the
-// monitor's summary shows them for /plant/state (read from the channel's
-// shared counters while the actuator still counts on, so at most the
-// actuator's own final count), and nobody crashes.
-TEST(DemoHostile, EverySlotPinnedMakesSendsFailAndTheMonitorShowsThem) {
+// (docs/security.md) sets every pin word. No slot is free then, which never
+// happens in a healthy channel, so the actuator's publisher clears the
+// pins no reader can hold and sends on: no send fails (until 2026-12-06
+// they all did, counted), and nobody crashes.
+TEST(DemoHostile, EverySlotPinnedIsUndoneAndSendsGoOn) {
   LiveDemo demo(5);
   demo.WaitUntilRunning();
   {
@@ -369,12 +368,9 @@ TEST(DemoHostile, EverySlotPinnedMakesSendsFailAndTheMonitorShowsThem) {
   const std::string out = demo.Finish(&status);
   SCOPED_TRACE(out);
   ExpectNoCrash(out);
-  const long actuator = FailedSends(out, "actuator");
-  const long monitor = MonitorSendFailures(out, "/plant/state");
-  EXPECT_GT(actuator, 0);
-  EXPECT_GT(monitor, 0);
-  EXPECT_LE(monitor, actuator);
-  EXPECT_EQ(MonitorSendFailures(out, "/robot/imu"), 0);
+  EXPECT_EQ(FailedSends(out, "actuator"), 0);
+  EXPECT_EQ(MonitorSendFailures(out, "/plant/state"), 0);
+  ExpectTheStackSurvived(out, "/plant/state");
   ExpectTheStackSurvived(out, "/robot/imu");
 }
 

@@ -258,7 +258,7 @@ TEST_F(QueueTest, TooManyPinningReadersNamesTheLimit) {
   auto b = NewReader();
   auto c = Reader::Create(channel_.get());
   ASSERT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(c.status().message(), HasSubstr("max_pinned=2"));
+  EXPECT_THAT(c.status().message(), HasSubstr("maxPinned=2"));
   // Unpinned readers are not limited.
   EXPECT_TRUE(Reader::Create(channel_.get(), {.pin = false}).ok());
 }

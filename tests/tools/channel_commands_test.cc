@@ -243,7 +243,8 @@ TEST_F(ChannelCommandsTest, EchoFallsBackToUnpinnedCopies) {
   std::ostringstream out, err;
   ASSERT_EQ(RunEcho(o, out, err), kExitOk) << err.str();
   EXPECT_THAT(out.str(), HasSubstr("\"i64\":\"1\""));
-  EXPECT_THAT(err.str(), HasSubstr("unpinned"));
+  EXPECT_THAT(err.str(), HasSubstr("unpinned copies"));
+  EXPECT_THAT(err.str(), HasSubstr("maxPinned=1"));
 }
 
 TEST_F(ChannelCommandsTest, EchoUnknownChannelListsExisting) {

@@ -262,6 +262,39 @@ TEST_F(EndpointsTest, TypedSendsWithEverySlotPinnedAreEachCountedOnce) {
   EXPECT_EQ((*list)[0].stats.next_queue_index, 2u);
 }
 
+// Every pinning entry taken (too small a maxPinned, or a writer of the
+// reader-state file that forged them): a subscriber reads as a guest,
+// copies checked after copying, and says why; asked not to fall back, it
+// is refused with the same words.
+TEST_F(EndpointsTest, ASubscriberWhosePinsAreAllTakenReadsAsAGuest) {
+  auto ch = MakeChannel("/full", kScalars, 128, 4);
+  std::vector<std::unique_ptr<RawSubscriber>> holders;
+  for (uint32_t i = 0; i < ch->params().max_pinned; ++i) {
+    auto h = RawSubscriber::Create(ch.get(), {.pin = true});
+    ASSERT_TRUE(h.ok()) << h.status();
+    EXPECT_FALSE((*h)->guest());
+    holders.push_back(std::move(*h));
+  }
+  auto refused = RawSubscriber::Create(
+      ch.get(), {.pin = true, .guest_fallback = false});
+  EXPECT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
+  auto guest = Subscriber<Scalars>::Create(ch.get());
+  ASSERT_TRUE(guest.ok()) << guest.status();
+  EXPECT_TRUE((*guest)->raw()->guest());
+  EXPECT_TRUE((*guest)->raw()->copying());
+  EXPECT_THAT((*guest)->raw()->guest_reason(), HasSubstr("maxPinned="));
+  EXPECT_THAT((*guest)->raw()->guest_reason(),
+              HasSubstr(ch->reader_state_path()));
+  auto pub = Publisher<Scalars>::Create(ch.get());
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  auto loan = (*pub)->MakeLoan();
+  loan.root().setI64(42);
+  ASSERT_EQ((*pub)->Send(std::move(loan)).status, PublishStatus::kOk);
+  Message<Scalars> m;
+  ASSERT_EQ((*guest)->Next(&m), ReceiveStatus::kOk);
+  EXPECT_EQ(m.root.getI64(), 42);
+}
+
 // RawPublisher::Publish and Send refuse before the shared-memory send
 // (larger than maxSize, not a message, no loan): each refusal is counted
 // once in send_failures, and those the shm send refuses are not counted
