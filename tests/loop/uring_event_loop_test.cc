@@ -71,6 +71,36 @@ class UringEventLoopTest : public ::testing::TestWithParam<WakeBackend> {
     return loop.ok() ? std::move(*loop) : nullptr;
   }
 
+  // A publisher on `name` through a ChannelSet of its own: its own
+  // mapping of the channel's files, as another process of a stack has.
+  struct OtherPublisher {
+    std::unique_ptr<transport::ChannelSet> set;
+    transport::ChannelHandle* channel = nullptr;
+    std::unique_ptr<transport::Publisher<Scalars>> pub;
+    transport::PublishStatus Send(int64_t i) {
+      auto loan = pub->MakeLoan();
+      loan.root().setI64(i);
+      return pub->Send(std::move(loan)).status;
+    }
+  };
+  std::unique_ptr<OtherPublisher> MakeOtherPublisher(const std::string& name) {
+    auto o = std::make_unique<OtherPublisher>();
+    auto stack = transport::ParseStackConfig(kStack, "<test stack>",
+                                             schemas_.known_types());
+    EXPECT_TRUE(stack.ok()) << stack.status();
+    if (!stack.ok()) return nullptr;
+    auto set = transport::ChannelSet::Create(root_.options(), *stack, schemas_);
+    EXPECT_TRUE(set.ok()) << set.status();
+    if (!set.ok()) return nullptr;
+    o->set = std::move(*set);
+    o->channel = o->set->Find(name).value();
+    auto pub = transport::Publisher<Scalars>::Create(o->channel);
+    EXPECT_TRUE(pub.ok()) << pub.status();
+    if (!pub.ok()) return nullptr;
+    o->pub = std::move(*pub);
+    return o;
+  }
+
   shm::testing::ScopedRoot root_;
   transport::SchemaRegistry schemas_;
   std::unique_ptr<transport::ChannelSet> channels_;
@@ -371,20 +401,9 @@ TEST_P(UringEventLoopTest, LivePeersStopsCountingAKilledReader) {
 // reading was overwritten.
 TEST_P(UringEventLoopTest, AReaderStateTruncatedUnderAWatcherStopsNothing) {
   constexpr int kMessages = 200;
-  auto stack = transport::ParseStackConfig(kStack, "<test stack>",
-                                           schemas_.known_types());
-  ASSERT_TRUE(stack.ok()) << stack.status();
-  auto other = transport::ChannelSet::Create(root_.options(), *stack, schemas_);
-  ASSERT_TRUE(other.ok()) << other.status();
-  auto pub_channel = (*other)->Find("/idle");
-  ASSERT_TRUE(pub_channel.ok());
-  auto pub = transport::Publisher<Scalars>::Create(*pub_channel);
-  ASSERT_TRUE(pub.ok()) << pub.status();
-  const auto send = [&](int64_t i) {
-    auto loan = (*pub)->MakeLoan();
-    loan.root().setI64(i);
-    return (*pub)->Send(std::move(loan)).status;
-  };
+  std::unique_ptr<OtherPublisher> other = MakeOtherPublisher("/idle");
+  ASSERT_NE(other, nullptr);
+  const auto send = [&](int64_t i) { return other->Send(i); };
   auto loop = MakeLoop();
   ASSERT_NE(loop, nullptr);
   int64_t last = -1;
@@ -424,9 +443,9 @@ TEST_P(UringEventLoopTest, AReaderStateTruncatedUnderAWatcherStopsNothing) {
   EXPECT_NE(said.find("truncated or grew it, so pins are no longer shared"),
             std::string::npos)
       << said;
-  EXPECT_TRUE((*pub_channel)->reader_state_lost());
+  EXPECT_TRUE(other->channel->reader_state_lost());
   EXPECT_TRUE(channels_->Find("/idle").value()->reader_state_lost());
-  pub->reset();
+  other->pub.reset();
 }
 
 // The documented residual gap, made harmless: the reader-state file is
@@ -437,15 +456,8 @@ TEST_P(UringEventLoopTest, AReaderStateTruncatedUnderAWatcherStopsNothing) {
 // sleep through the messages: it polls, and says why once.
 TEST_P(UringEventLoopTest, ALoopThatLostItsReaderStatePollsInsteadOfHanging) {
   constexpr int kMessages = 50;
-  auto stack = transport::ParseStackConfig(kStack, "<test stack>",
-                                           schemas_.known_types());
-  ASSERT_TRUE(stack.ok()) << stack.status();
-  auto other = transport::ChannelSet::Create(root_.options(), *stack, schemas_);
-  ASSERT_TRUE(other.ok()) << other.status();
-  auto pub_channel = (*other)->Find("/idle");
-  ASSERT_TRUE(pub_channel.ok());
-  auto pub = transport::Publisher<Scalars>::Create(*pub_channel);
-  ASSERT_TRUE(pub.ok()) << pub.status();
+  std::unique_ptr<OtherPublisher> other = MakeOtherPublisher("/idle");
+  ASSERT_NE(other, nullptr);
   auto loop = MakeLoop();
   ASSERT_NE(loop, nullptr);
   int64_t last = -1;
@@ -463,17 +475,14 @@ TEST_P(UringEventLoopTest, ALoopThatLostItsReaderStatePollsInsteadOfHanging) {
   (void)mine->stats();  // this process touches it: SIGBUS, absorbed
   ASSERT_EQ(::truncate(state.c_str(), st.st_size), 0);
   EXPECT_TRUE(mine->reader_state_lost());
-  EXPECT_FALSE((*pub_channel)->reader_state_lost());
+  EXPECT_FALSE(other->channel->reader_state_lost());
   // Only a far safety timer: nothing else would wake a loop that hangs.
   loop->AddTimer([&] { loop->Exit(); })
       ->Schedule(loop->monotonic_now() + std::chrono::seconds(20));
   std::thread sender([&] {
     for (int i = 0; i < kMessages; ++i) {
       std::this_thread::sleep_for(milliseconds(1));
-      auto loan = (*pub)->MakeLoan();
-      loan.root().setI64(i);
-      EXPECT_EQ((*pub)->Send(std::move(loan)).status,
-                transport::PublishStatus::kOk);
+      EXPECT_EQ(other->Send(i), transport::PublishStatus::kOk);
     }
   });
   ::testing::internal::CaptureStderr();
@@ -484,7 +493,7 @@ TEST_P(UringEventLoopTest, ALoopThatLostItsReaderStatePollsInsteadOfHanging) {
   EXPECT_NE(said.find("no longer shares pins and wake announcements there"),
             std::string::npos)
       << said;
-  pub->reset();
+  other->pub.reset();
 }
 
 // A writer of the reader-state file keeps clearing the sleeper mask, so
@@ -493,13 +502,8 @@ TEST_P(UringEventLoopTest, ALoopThatLostItsReaderStatePollsInsteadOfHanging) {
 // shm::kForcedWakeIntervalNs), late, and says once what happened.
 TEST_P(UringEventLoopTest, ALoopWhoseWakeAnnouncementIsClearedStillGetsAll) {
   constexpr int kMessages = 8;
-  auto stack = transport::ParseStackConfig(kStack, "<test stack>",
-                                           schemas_.known_types());
-  ASSERT_TRUE(stack.ok()) << stack.status();
-  auto other = transport::ChannelSet::Create(root_.options(), *stack, schemas_);
-  ASSERT_TRUE(other.ok()) << other.status();
-  auto pub = transport::Publisher<Scalars>::Create((*other)->Find("/idle").value());
-  ASSERT_TRUE(pub.ok()) << pub.status();
+  std::unique_ptr<OtherPublisher> other = MakeOtherPublisher("/idle");
+  ASSERT_NE(other, nullptr);
   auto loop = MakeLoop();
   ASSERT_NE(loop, nullptr);
   int64_t last = -1;
@@ -529,10 +533,7 @@ TEST_P(UringEventLoopTest, ALoopWhoseWakeAnnouncementIsClearedStillGetsAll) {
   std::thread sender([&] {
     for (int i = 0; i < kMessages; ++i) {
       std::this_thread::sleep_for(milliseconds(100));
-      auto loan = (*pub)->MakeLoan();
-      loan.root().setI64(i);
-      EXPECT_EQ((*pub)->Send(std::move(loan)).status,
-                transport::PublishStatus::kOk);
+      EXPECT_EQ(other->Send(i), transport::PublishStatus::kOk);
     }
   });
   // Only a far safety timer: nothing else would wake a loop that hangs.
@@ -549,7 +550,7 @@ TEST_P(UringEventLoopTest, ALoopWhoseWakeAnnouncementIsClearedStillGetsAll) {
   EXPECT_NE(said.find("cleared this loop's wake announcement"),
             std::string::npos)
       << said;
-  pub->reset();
+  other->pub.reset();
 }
 
 INSTANTIATE_TEST_SUITE_P(EachBackend, UringEventLoopTest,
