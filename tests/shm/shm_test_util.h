@@ -5,6 +5,8 @@
 #ifndef TETHER_TESTS_SHM_SHM_TEST_UTIL_H_
 #define TETHER_TESTS_SHM_SHM_TEST_UTIL_H_
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,10 +15,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "shm/channel.h"
 
@@ -46,21 +50,65 @@ inline void RemoveTree(const std::string& path) {
   }
 }
 
+// True in a death-test child of GoogleTest's "threadsafe" style: the test
+// binary run again with --gtest_internal_run_death_test, which sets up the
+// test's fixture anew and then dies without tearing it down.
+inline bool InDeathTestChild() {
+  const int fd = ::open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  std::string cmdline;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) {
+    cmdline.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return cmdline.find(std::string("\0--gtest_internal_run_death_test", 32)) !=
+         std::string::npos;
+}
+
 // A fresh /dev/shm/tether-test-<pid>-<n>-<random> root, removed in the
-// destructor (with everything under it).
+// destructor (with everything under it). A death-test child's roots are
+// named after the parent's newest (<that root>-child-<pid>-<n>, passed in
+// the environment) and removed with it: the child dies without cleaning
+// up, and a name of its own would be left in /dev/shm.
 class ScopedRoot {
  public:
+  static constexpr char kParentVar[] = "TETHER_TEST_SCOPED_ROOT";
   ScopedRoot() {
     static std::atomic<int> counter{0};
     std::random_device rd;
-    char buf[128];
-    std::snprintf(buf, sizeof(buf), "/dev/shm/tether-test-%d-%d-%08x",
-                  static_cast<int>(::getpid()), counter.fetch_add(1), rd());
+    char buf[256];
+    const char* parent = std::getenv(kParentVar);
+    if (parent != nullptr && InDeathTestChild()) {
+      std::snprintf(buf, sizeof(buf), "%s-child-%d-%d", parent,
+                    static_cast<int>(::getpid()), counter.fetch_add(1));
+    } else {
+      std::snprintf(buf, sizeof(buf), "/dev/shm/tether-test-%d-%d-%08x",
+                    static_cast<int>(::getpid()), counter.fetch_add(1), rd());
+      ::setenv(kParentVar, buf, /*overwrite=*/1);
+    }
     root_ = buf;
     options_.root = root_;
     options_.instance = "test";
   }
-  ~ScopedRoot() { RemoveTree(root_); }
+  ~ScopedRoot() {
+    RemoveTree(root_);
+    // What death-test children of this root left.
+    const std::string prefix =
+        root_.substr(root_.rfind('/') + 1) + "-child-";
+    if (DIR* d = ::opendir("/dev/shm")) {
+      std::vector<std::string> left;
+      while (dirent* e = ::readdir(d)) {
+        if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) {
+          left.push_back(std::string("/dev/shm/") + e->d_name);
+        }
+      }
+      ::closedir(d);
+      for (const std::string& path : left) RemoveTree(path);
+    }
+    const char* parent = std::getenv(kParentVar);
+    if (parent != nullptr && root_ == parent) ::unsetenv(kParentVar);
+  }
   ScopedRoot(const ScopedRoot&) = delete;
   ScopedRoot& operator=(const ScopedRoot&) = delete;
 
