@@ -12,6 +12,12 @@ namespace {
 
 constexpr uint64_t kStopCookie = ~uint64_t{0};
 
+// For log lines.
+long long Millis(Duration d) {
+  return static_cast<long long>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+}
+
 uint64_t CookieOf(const internal::Watcher* w) {
   return reinterpret_cast<uint64_t>(w);
 }
@@ -200,10 +206,7 @@ TETHER_HOT_PATH void Driver::CheckOverwrittenWhileRead(internal::Watcher& w) {
                w.loop->name().c_str(), w.channel_->name().c_str(),
                w.channel_->reader_state_path().c_str(),
                static_cast<long long>(shm::kForcedWakeIntervalNs / 1000000),
-               static_cast<long long>(
-                   std::chrono::duration_cast<std::chrono::milliseconds>(
-                       kGuestPoll)
-                       .count()));
+               Millis(kGuestPoll));
 }
 
 void Driver::MarkCorrupt(internal::Watcher& w) {
@@ -263,10 +266,7 @@ TETHER_HOT_PATH void Driver::ReportCorruptChannels() {
             "says how to re-create the channel\n",
             loop->name().c_str(), name.c_str(),
             channel->reader_state_path().c_str(),
-            static_cast<long long>(
-                std::chrono::duration_cast<std::chrono::milliseconds>(
-                    kGuestPoll)
-                    .count()));
+            Millis(kGuestPoll));
       }
       if (!channel->corrupt()) continue;
       // Empty while another thread is still writing its finding: the count

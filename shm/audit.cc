@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "shm/channel.h"
+#include "shm/file_access.h"
 #include "shm/futex.h"
 #include "shm/layout.h"
 #include "shm/mapping_guard.h"
@@ -160,6 +161,25 @@ bool Channel::MappingDamaged() const {
     return true;
   }
   return false;
+}
+
+std::string Channel::GuestReason() const {
+  constexpr char kGuest[] =
+      "this process reads as a guest: unpinned copies checked after "
+      "copying, and a bounded poll of the wake word instead of a wakeup";
+  if (reader_state_lost()) {
+    return absl::StrCat(
+        "the reader state of channel ", name_, " (", state_path_,
+        ") is lost to this process: ", ReaderStateProblem(), "; ", kGuest,
+        "; once every process of the stack has stopped, `", clean_command_,
+        "` removes the channel and the next start makes it anew");
+  }
+  if (state_writable_) return "";
+  return absl::StrCat("you (", internal::DescribeSelf(), ") can read ", path_,
+                      " but not write its reader state ", state_path_, " (",
+                      internal::DescribeFile(state_path_), "), so ", kGuest,
+                      "; to read in place, pinned and woken: ",
+                      internal::AccessFix(state_path_, "write"));
 }
 
 std::string Channel::ReaderStateProblem() const {

@@ -234,28 +234,6 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Open(
   }
 }
 
-std::string Channel::GuestReason() const {
-  if (reader_state_lost()) {
-    return absl::StrCat(
-        "the reader state of channel ", name_, " (", state_path_,
-        ") is lost to this process: ", ReaderStateProblem(),
-        "; this process reads it as a guest: unpinned copies checked "
-        "after copying, and a bounded poll of the wake word instead of a "
-        "wakeup; once every process of the stack has stopped, `",
-        clean_command_, "` removes the channel and the next start makes it "
-        "anew");
-  }
-  if (state_writable_) return "";
-  return absl::StrCat(
-      "you (", internal::DescribeSelf(), ") can read ", path_,
-      " but not write its reader state ", state_path_, " (",
-      internal::DescribeFile(state_path_),
-      "), so this process reads as a guest: unpinned copies checked after "
-      "copying, and a bounded poll of the wake word instead of a wakeup; to "
-      "read in place, pinned and woken: ",
-      internal::AccessFix(state_path_, "write"));
-}
-
 absl::StatusOr<std::unique_ptr<Channel>> Channel::Map(
     const ChannelOptions& options, std::string name, std::string path, int fd,
     bool writable, const std::optional<QueueParams>& expected,

@@ -320,18 +320,13 @@ class Channel {
   bool reader_state_writable() const {
     return state_writable_ && !reader_state_lost();
   }
-  // True once this handle no longer shares the channel's reader state: the
-  // reader-state file shrank under this process (the mapping guard's
-  // SIGBUS: a process with write access to it truncated it), or it had the
-  // wrong size when this handle opened the channel. The handle then works
-  // on a private reader state of its own, and the channel is not corrupt
-  // for it: its publishers send on and make the wake syscall on every send
-  // (nobody's sleeper bits can be seen), its pins protect nothing from
-  // other processes (a reader that reads in place counts what was
-  // overwritten under it, as when a pin is cleared), readers made from
-  // then on read as guests, and Stats() and the registries it shows are
-  // this handle's own. OpenOrCreate makes such a channel anew once no
-  // process uses it. Any thread; RT-safe (one load).
+  // True once this handle no longer shares the reader state: the file
+  // shrank under this process (the guard's SIGBUS) or had the wrong size
+  // at open (a writer of it truncated or grew it). The handle then works,
+  // not corrupt, on a private state: its publishers wake on every send,
+  // its pins protect nothing across processes (readers count what was
+  // overwritten), new readers are guests, and Stats() is its own.
+  // OpenOrCreate makes the channel anew once unused. Any thread; RT-safe.
   bool reader_state_lost() const {
     if (state_lost_.load(std::memory_order_acquire) == kStateLost) return true;
     // A SIGBUS the guard absorbed (counted) that nothing has looked at yet.
@@ -552,12 +547,10 @@ class Channel {
   // repaired the data file's mapping; one that repaired the reader state's
   // makes the state lost instead (LoseReaderState), unless that fails.
   bool MappingDamaged() const;
-  // recovery.cc: replaces the reader-state mapping with a private one
-  // (MapPrivateState over it), once, and wakes every waiter (a publisher
-  // that read the sleeper bits from the guard's zero pages skipped its
-  // wake). False if the mapping could not be replaced. Any thread, on
-  // whichever operation met the SIGBUS first: a failure path of the send
-  // and receive paths (one mmap, no allocation, no lock).
+  // recovery.cc: replaces the reader-state mapping with a private one,
+  // once, and wakes every waiter (a send that read the guard's zero pages
+  // skipped its wake). False if it could not. Any thread; a failure path
+  // of send and receive (one mmap, no allocation, no lock).
   bool LoseReaderState() const;
   // A private, populated reader state for `params` and `nonce` (at `at`,
   // MAP_FIXED, or anywhere when null) whose publishers always wake

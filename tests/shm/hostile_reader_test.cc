@@ -417,7 +417,7 @@ TEST_F(HostileReader, AReaderStateFileOfTheWrongSizeOpensWithAPrivateState) {
                 HasSubstr("the file is " + std::to_string(wrong) + " bytes"));
     EXPECT_THAT(std::string(check.message()), HasSubstr(c.CleanCommand(
                                                   root_.options())));
-    EXPECT_THAT(c.GuestReason(), HasSubstr("this process reads it as a guest"));
+    EXPECT_THAT(c.GuestReason(), HasSubstr("this process reads as a guest"));
     // It publishes, and its own readers read (as guests: copies).
     auto pub = Publisher::Create(&c);
     ASSERT_TRUE(pub.ok()) << pub.status();
