@@ -40,6 +40,7 @@ FutexWaitvPort::FutexWaitvPort(const WakePortOptions& options,
     : PortBase(options, std::move(description)) {
   waiters_.resize(slots_.size() + 1);
   waiter_slots_.resize(slots_.size() + 1);
+  internal::LostWakeTicker::Register(this);
 }
 
 absl::StatusOr<std::unique_ptr<FutexWaitvPort>> FutexWaitvPort::Create(
@@ -54,13 +55,23 @@ absl::StatusOr<std::unique_ptr<FutexWaitvPort>> FutexWaitvPort::Create(
       options,
       absl::StrCat("futex_waitv: ", reason,
                    "; the loop thread waits in futex_waitv on every watched "
-                   "word (no helper thread); deadlines: futex_waitv's timeout "
+                   "word (no helper thread on the wake path); deadlines: futex_waitv's timeout "
                    "(hard timer on PREEMPT_RT)",
+                   internal::LostWakeCheckClause(), " (a ticker thread)",
                    options.spin > Duration::zero()
                        ? absl::StrCat("; spins up to ",
                                       options.spin.count() / 1000,
                                       " us before sleeping")
                        : "")));
+}
+
+FutexWaitvPort::~FutexWaitvPort() {
+  internal::LostWakeTicker::Unregister(this);
+}
+
+void FutexWaitvPort::Poke() {
+  check_requested_.store(true, std::memory_order_release);
+  SignalLoop();
 }
 
 void FutexWaitvPort::SignalLoop() {
@@ -157,6 +168,9 @@ FutexWaitvPort::Wait(std::optional<MonotonicTime> deadline, SleepHooks& hooks,
   const bool blocked = SleepProtocol(hooks, &result, [&] {
     timed_out = !Block(deadline);
   });
+  // A plain load first: the exchange only when the ticker poked.
+  result.checked = check_requested_.load(std::memory_order_relaxed) &&
+                   check_requested_.exchange(false, std::memory_order_acq_rel);
   if (blocked) {
     for (size_t i = 0; i < live_end(); ++i) {
       const internal::WatchSlot& s = slots_[i];

@@ -20,6 +20,10 @@ inline constexpr int kTetherIoringOpFutexWait = 51;
 inline constexpr int kTetherIoringOpFutexWake = 52;
 inline constexpr int kTetherIoringOpFutexWaitv = 53;
 
+// IORING_OP_TIMEOUT flag (Linux 6.4): the timeout re-fires every period,
+// each completion flagged IORING_CQE_F_MORE while it stays armed.
+inline constexpr unsigned kTetherIoringTimeoutMultishot = 1u << 6;
+
 // futex2 flags, passed in sqe->fd for FUTEX_WAIT / FUTEX_WAKE and in
 // futex_waitv::flags. Only the 32-bit size is accepted by the kernel.
 inline constexpr uint32_t kTetherFutex2SizeU8 = 0x00;

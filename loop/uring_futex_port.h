@@ -11,6 +11,10 @@
 // (IORING_REGISTER_RING_FDS, registered then) lives in that thread's table.
 // So a port may be built on any thread, and the loop thread binds it.
 //
+// The lost-wake check (wake_port.h): one multishot IORING_OP_TIMEOUT of
+// period kLostWakeCheck, armed with the first sleep and kept armed; its
+// completions only end the wait. No per-sleep cost.
+//
 // Wake(): an eventfd with an IORING_OP_READ kept armed in the ring. Chosen
 // over IORING_OP_MSG_RING because MSG_RING needs a ring in the *waking*
 // thread (or, without one, Linux 6.13+): Wake() must work from any thread
@@ -98,7 +102,13 @@ class UringFutexPort final : public internal::PortBase {
   bool hard_deadlines() const { return hard_; }
 
  private:
-  enum class Op : uint8_t { kFutexWait = 1, kPoll = 2, kWakeRead = 3, kCancel = 4 };
+  enum class Op : uint8_t {
+    kFutexWait = 1,
+    kPoll = 2,
+    kWakeRead = 3,
+    kCancel = 4,
+    kCheck = 5,
+  };
   UringFutexPort(const WakePortOptions& options, bool hard);
   static uint64_t UserData(Op op, uint32_t slot, uint32_t generation);
   void SignalLoop() override;
@@ -111,6 +121,7 @@ class UringFutexPort final : public internal::PortBase {
   bool BlockHard(std::optional<MonotonicTime> deadline);
   // Consumes every CQE, collecting ready slots into ready_.
   void Reap();
+  void CheckRefused(int res);
 
   io_uring ring_;
   bool ring_open_ = false;
@@ -123,6 +134,9 @@ class UringFutexPort final : public internal::PortBase {
   std::vector<int> pollfd_slots_;   // slot of each pollfds_ entry (-1: ours)
   uint64_t wake_buffer_ = 0;
   bool wake_read_armed_ = false;
+  __kernel_timespec check_period_{};
+  bool check_armed_ = false;  // the multishot check timeout is in the ring
+  bool check_due_ = false;    // it completed since the last Wait() returned
 };
 
 }  // namespace tether::loop

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -188,6 +190,14 @@ void PortBase::LoadObserved() {
       s.observed = s.word->load(std::memory_order_seq_cst);
     }
   }
+}
+
+std::string LostWakeCheckClause() {
+  return absl::StrCat(
+      "; looks for lost wakes every ",
+      std::chrono::duration_cast<std::chrono::milliseconds>(kLostWakeCheck)
+          .count(),
+      " ms");
 }
 
 timespec TimeoutUntil(MonotonicTime deadline) {

@@ -32,6 +32,19 @@
 // Spin exactness: a word's "observed" value is the one step 3 loaded before
 // the loop's last drain of that channel, so a spin sees every later commit.
 // Call Wait() only when the loop has drained what it was told about.
+//
+// The lost-wake check: a wake can fail to come although this process
+// follows the protocol: a publisher killed between its commit and its
+// FUTEX_WAKE, a process with write access to a reader-state file clearing
+// the sleeper announcements, a kernel that drops a completion. So a real
+// port's Wait() also returns at least every kLostWakeCheck, with
+// WaitResult::checked set, and the loop then looks at every reader, as
+// after any return: a lost wake delays a message by at most that much
+// instead of leaving a node asleep for good. (A cleared announcement is
+// also found then, by Channel::EndSleep, and the loop says so.)
+// uring_futex keeps one multishot IORING_OP_TIMEOUT armed in its ring;
+// futex_waitv is poked by a thread of the process (lost_wake_ticker.h).
+// Neither costs a sleep anything.
 #ifndef TETHER_LOOP_WAKE_PORT_H_
 #define TETHER_LOOP_WAKE_PORT_H_
 
@@ -51,6 +64,9 @@
 #include "loop/kernel_probe.h"
 
 namespace tether::loop {
+
+// How often a real port's Wait() returns at the latest (see above).
+inline constexpr Duration kLostWakeCheck = std::chrono::milliseconds(100);
 
 // How a port times a deadline.
 enum class DeadlineTimer {
@@ -122,6 +138,9 @@ struct WaitResult {
   bool timed_out = false;     // the deadline has passed
   bool pending_work = false;  // HasPendingWork() was true: did not block
   bool spun = false;          // the spin phase found the change (no syscall)
+  // The lost-wake check came due (at most kLostWakeCheck apart; never on
+  // a VirtualPort): the loop should look at every reader.
+  bool checked = false;
   // The port has nothing left to wait for: a VirtualPort reached the time
   // limit of the current run. Real ports never set it.
   bool idle = false;
@@ -163,8 +182,9 @@ class WakePort {
   // a past deadline polls without blocking) or a signal. Calls `on_ready`
   // once per watch that may have changed (spurious reports happen; a watch
   // may not be reported twice in one Wait()). on_ready may Unwatch().
-  // The first Wait() binds the port to the calling thread: every later call
-  // but Wake() must come from it (aborts otherwise).
+  // Real ports also return, with checked set, at least every
+  // kLostWakeCheck. The first Wait() binds the port to the calling thread:
+  // every later call but Wake() must come from it (aborts otherwise).
   // Loop thread; RT-safe: no allocation, blocks only as asked, one syscall
   // per sleep on uring_futex (kRingWait).
   virtual WaitResult Wait(std::optional<MonotonicTime> deadline,
@@ -300,6 +320,9 @@ class PortBase : public WakePort {
 
 // Relative timeout from now to `deadline` (zero when passed). RT-safe.
 timespec TimeoutUntil(MonotonicTime deadline);
+
+// "; looks for lost wakes every 100 ms", for the ports' descriptions.
+std::string LostWakeCheckClause();
 
 }  // namespace internal
 }  // namespace tether::loop

@@ -147,7 +147,9 @@
 // publisher commits, bumps wake_word (seq_cst) and then reads sleeper_mask
 // and anonymous_sleepers (seq_cst, one line of the reader-state file);
 // it also wakes when its last wake is kForcedWakeIntervalNs old, for a
-// waiter whose bit a writer of that file cleared (publisher.h).
+// waiter whose bit a writer of that file cleared (publisher.h), and every
+// loop looks at its readers at least every 100 ms whatever woke it
+// (loop/wake_port.h, the lost-wake check).
 // If it saw both zero,
 // its bump precedes the waiter's announcement in the total order, so the
 // waiter's re-check sees the message. "Nobody is waiting" means no loop is

@@ -1,0 +1,104 @@
+// The futex_waitv port's lost-wake check thread (loop/lost_wake_ticker.h):
+// it pokes every registered target, never one that unregistered, starts
+// anew in a forked child, and takes no signal meant for the application.
+#include "loop/lost_wake_ticker.h"
+
+#include <dirent.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "loop/wake_port.h"
+#include "tests/util/child_process.h"
+
+namespace tether::loop::internal {
+namespace {
+
+using std::chrono::seconds;
+
+class Counter final : public LostWakeTicker::Target {
+ public:
+  void Poke() override { pokes.fetch_add(1); }
+  std::atomic<int> pokes{0};
+};
+
+// True once `c` was poked `n` times, false after 10 s without (a ticker
+// that never runs; a bound, not a measure).
+bool AwaitPokes(const Counter& c, int n) {
+  const auto give_up = std::chrono::steady_clock::now() + seconds(10);
+  while (c.pokes.load() < n) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::sleep_for(kLostWakeCheck / 10);
+  }
+  return true;
+}
+
+TEST(LostWakeTicker, PokesTargetsUntilTheyUnregister) {
+  Counter a, b;
+  LostWakeTicker::Register(&a);
+  LostWakeTicker::Register(&b);
+  EXPECT_TRUE(AwaitPokes(a, 2));
+  EXPECT_TRUE(AwaitPokes(b, 2));
+  LostWakeTicker::Unregister(&a);
+  const int after = a.pokes.load();  // no poke is in flight once it returns
+  std::this_thread::sleep_for(3 * kLostWakeCheck);
+  EXPECT_EQ(a.pokes.load(), after);
+  EXPECT_TRUE(AwaitPokes(b, b.pokes.load() + 1)) << "the other stopped too";
+  LostWakeTicker::Unregister(&b);
+}
+
+// The parent's ticker runs; the child has no thread of it. Without the
+// atfork handler the child's Register would find the ticker "running" and
+// the child would never be poked.
+TEST(LostWakeTicker, AForkedChildGetsATickerOfItsOwn) {
+  Counter parent;
+  LostWakeTicker::Register(&parent);
+  ASSERT_TRUE(AwaitPokes(parent, 1));
+  testing::ChildProcess child([](const testing::ChildProcess::Voice&) {
+    Counter c;
+    LostWakeTicker::Register(&c);
+    const bool poked = AwaitPokes(c, 2);
+    LostWakeTicker::Unregister(&c);
+    return poked ? 0 : 3;
+  });
+  ASSERT_TRUE(child.started());
+  EXPECT_EQ(child.ExitCode(), 0) << "the child was never poked";
+  EXPECT_TRUE(AwaitPokes(parent, parent.pokes.load() + 1));
+  LostWakeTicker::Unregister(&parent);
+}
+
+// The thread is named and blocks every signal, so SIGTERM sent to the
+// process goes to a thread of the application's.
+TEST(LostWakeTicker, TheTickerThreadBlocksSignals) {
+  Counter c;
+  LostWakeTicker::Register(&c);
+  ASSERT_TRUE(AwaitPokes(c, 1));
+  std::string blocked;
+  DIR* tasks = ::opendir("/proc/self/task");
+  ASSERT_NE(tasks, nullptr);
+  while (dirent* e = ::readdir(tasks)) {
+    const std::string dir = std::string("/proc/self/task/") + e->d_name;
+    std::string comm;
+    std::getline(std::ifstream(dir + "/comm"), comm);
+    if (comm != "tether-tick") continue;
+    std::ifstream status(dir + "/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("SigBlk:", 0) == 0) blocked = line.substr(7);
+    }
+  }
+  ::closedir(tasks);
+  LostWakeTicker::Unregister(&c);
+  ASSERT_FALSE(blocked.empty()) << "no thread named tether-tick";
+  const unsigned long long mask = std::stoull(blocked, nullptr, 16);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGCHLD}) {
+    EXPECT_NE(mask & (1ull << (sig - 1)), 0u) << "signal " << sig;
+  }
+}
+
+}  // namespace
+}  // namespace tether::loop::internal
