@@ -1,6 +1,7 @@
 #include "loop/lost_wake_ticker.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -42,6 +43,10 @@ State& TheState() {
 // tick costs one wakeup).
 void Tick() {
   ::pthread_setname_np(::pthread_self(), "tether-tick");
+  // Not the real-time policy of the thread that made the first port (a
+  // node's loop thread, often SCHED_FIFO): a ticker must never preempt it.
+  const sched_param other{.sched_priority = 0};
+  ::pthread_setschedparam(::pthread_self(), SCHED_OTHER, &other);
   State& st = TheState();
   for (;;) {
     std::this_thread::sleep_for(kLostWakeCheck);

@@ -4,10 +4,12 @@
 #include "loop/lost_wake_ticker.h"
 
 #include <dirent.h>
+#include <sched.h>
 #include <signal.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -72,32 +74,62 @@ TEST(LostWakeTicker, AForkedChildGetsATickerOfItsOwn) {
   LostWakeTicker::Unregister(&parent);
 }
 
+// The ticker thread's id (0: none), found by its name.
+pid_t TickerTid() {
+  pid_t tid = 0;
+  DIR* tasks = ::opendir("/proc/self/task");
+  if (tasks == nullptr) return 0;
+  while (dirent* e = ::readdir(tasks)) {
+    std::string comm;
+    std::getline(
+        std::ifstream(std::string("/proc/self/task/") + e->d_name + "/comm"),
+        comm);
+    if (comm == "tether-tick") tid = std::atoi(e->d_name);
+  }
+  ::closedir(tasks);
+  return tid;
+}
+
 // The thread is named and blocks every signal, so SIGTERM sent to the
 // process goes to a thread of the application's.
 TEST(LostWakeTicker, TheTickerThreadBlocksSignals) {
   Counter c;
   LostWakeTicker::Register(&c);
   ASSERT_TRUE(AwaitPokes(c, 1));
-  std::string blocked;
-  DIR* tasks = ::opendir("/proc/self/task");
-  ASSERT_NE(tasks, nullptr);
-  while (dirent* e = ::readdir(tasks)) {
-    const std::string dir = std::string("/proc/self/task/") + e->d_name;
-    std::string comm;
-    std::getline(std::ifstream(dir + "/comm"), comm);
-    if (comm != "tether-tick") continue;
-    std::ifstream status(dir + "/status");
-    for (std::string line; std::getline(status, line);) {
-      if (line.rfind("SigBlk:", 0) == 0) blocked = line.substr(7);
-    }
-  }
-  ::closedir(tasks);
+  const pid_t tid = TickerTid();
   LostWakeTicker::Unregister(&c);
-  ASSERT_FALSE(blocked.empty()) << "no thread named tether-tick";
+  ASSERT_NE(tid, 0) << "no thread named tether-tick";
+  std::string blocked;
+  std::ifstream status("/proc/self/task/" + std::to_string(tid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("SigBlk:", 0) == 0) blocked = line.substr(7);
+  }
+  ASSERT_FALSE(blocked.empty());
   const unsigned long long mask = std::stoull(blocked, nullptr, 16);
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGCHLD}) {
     EXPECT_NE(mask & (1ull << (sig - 1)), 0u) << "signal " << sig;
   }
+}
+
+// Made from a SCHED_FIFO thread (a node's loop thread usually is), the
+// ticker still runs SCHED_OTHER: it must never preempt that loop. In a
+// child, whose ticker its own FIFO thread starts.
+TEST(LostWakeTicker, TheTickerIsNeverRealTime) {
+  testing::ChildProcess child([](const testing::ChildProcess::Voice&) {
+    const sched_param fifo{.sched_priority = 1};
+    if (::sched_setscheduler(0, SCHED_FIFO, &fifo) != 0) return 2;
+    Counter c;
+    LostWakeTicker::Register(&c);
+    if (!AwaitPokes(c, 1)) return 3;
+    const pid_t tid = TickerTid();
+    LostWakeTicker::Unregister(&c);
+    if (tid == 0) return 4;
+    return ::sched_getscheduler(tid) == SCHED_OTHER ? 0 : 5;
+  });
+  ASSERT_TRUE(child.started());
+  const int code = child.ExitCode();
+  if (code == 2) GTEST_SKIP() << "SCHED_FIFO not permitted here";
+  EXPECT_EQ(code, 0) << "4: no ticker thread; 5: it runs real-time";
 }
 
 }  // namespace
