@@ -5,6 +5,9 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -41,30 +44,45 @@ State& TheState() {
 
 // Once started, ticks for the life of the process (with no targets left a
 // tick costs one wakeup).
-void Tick() {
+void* Tick(void*) {
   ::pthread_setname_np(::pthread_self(), "tether-tick");
-  // Not the real-time policy of the thread that made the first port (a
-  // node's loop thread, often SCHED_FIFO): a ticker must never preempt it.
-  const sched_param other{.sched_priority = 0};
-  ::pthread_setschedparam(::pthread_self(), SCHED_OTHER, &other);
   State& st = TheState();
   for (;;) {
     std::this_thread::sleep_for(kLostWakeCheck);
     std::lock_guard lock(st.mu);
     for (LostWakeTicker::Target* t : st.targets) t->Poke();
   }
+  return nullptr;
 }
 
-// With every signal blocked, so that a process-directed signal never goes
-// to it: a thread inherits its creator's mask, and an application that
-// blocks SIGTERM for its signalfd after the ticker started would otherwise
-// see SIGTERM taken by the ticker.
-void StartThread() {
-  sigset_t all, old;
+// Made to disturb nobody:
+// - SCHED_OTHER, explicitly: a thread inherits its maker's policy, and the
+//   first port is often made by a SCHED_FIFO loop thread, which a ticker
+//   must never preempt;
+// - a 64 KiB stack: a real-time node has called mlockall(MCL_FUTURE), so
+//   the default 8 MiB stack would be locked whole (or refused under
+//   RLIMIT_MEMLOCK);
+// - every signal blocked: a thread inherits its maker's mask, and an
+//   application that blocks SIGTERM for its signalfd after the ticker
+//   started would otherwise see SIGTERM taken by the ticker.
+// False (and errno) when the thread could not be made.
+bool StartThread() {
+  pthread_attr_t attr;
+  ::pthread_attr_init(&attr);
+  ::pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  ::pthread_attr_setstacksize(&attr, 64 * 1024);
+  ::pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
+  ::pthread_attr_setschedpolicy(&attr, SCHED_OTHER);
+  const sched_param other{.sched_priority = 0};
+  ::pthread_attr_setschedparam(&attr, &other);
+  sigset_t all;
   ::sigfillset(&all);
-  ::pthread_sigmask(SIG_SETMASK, &all, &old);
-  std::thread(Tick).detach();
-  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  ::pthread_attr_setsigmask_np(&attr, &all);
+  pthread_t thread;
+  const int rc = ::pthread_create(&thread, &attr, Tick, nullptr);
+  ::pthread_attr_destroy(&attr);
+  errno = rc;
+  return rc == 0;
 }
 
 }  // namespace
@@ -74,8 +92,14 @@ void LostWakeTicker::Register(Target* target) {
   std::lock_guard lock(st.mu);
   st.targets.push_back(target);
   if (!st.running) {
-    st.running = true;
-    StartThread();
+    st.running = StartThread();
+    if (!st.running) {
+      // Setup path: said once per try; the port works, unchecked.
+      std::fprintf(stderr,
+                   "tether: could not start the lost-wake check thread (%s): "
+                   "a wake that never comes is not caught in this process\n",
+                   std::strerror(errno));
+    }
   }
 }
 

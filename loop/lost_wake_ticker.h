@@ -11,9 +11,11 @@
 //   Unregister() returns: the thread pokes under the same mutex.
 // - Poke() runs on the ticker thread, under that mutex: it must not block,
 //   allocate or call Register()/Unregister().
-// - The ticker thread ("tether-tick") is SCHED_OTHER, blocks every signal
+// - The ticker thread ("tether-tick") is SCHED_OTHER whatever made it,
+//   blocks every signal, has a 64 KiB stack (what mlockall locks of it)
 //   and takes no lock a loop thread takes in Wait(), so a real-time loop
-//   never waits for it.
+//   never waits for it. If it cannot be made, Register() says so in one
+//   line on stderr and the targets go unpoked (tries again next time).
 // - fork(): the child starts with no targets and no thread (an atfork
 //   handler; the parent's ports are not usable there anyway); its first
 //   Register() starts its own thread.

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -130,6 +131,44 @@ TEST(LostWakeTicker, TheTickerIsNeverRealTime) {
   const int code = child.ExitCode();
   if (code == 2) GTEST_SKIP() << "SCHED_FIFO not permitted here";
   EXPECT_EQ(code, 0) << "4: no ticker thread; 5: it runs real-time";
+}
+
+// The size in KiB of the mapping that holds thread `tid`'s stack pointer
+// (it is blocked in a syscall: /proc/.../syscall ends "sp pc"); -1 if
+// unknown.
+long StackMappingKib(pid_t tid) {
+  std::string call;
+  std::getline(
+      std::ifstream("/proc/self/task/" + std::to_string(tid) + "/syscall"),
+      call);
+  const size_t pc = call.rfind(' ');
+  const size_t sp = pc == std::string::npos ? pc : call.rfind(' ', pc - 1);
+  if (sp == std::string::npos) return -1;
+  const unsigned long long at = std::stoull(call.substr(sp + 1), nullptr, 16);
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    const unsigned long long lo = std::stoull(line, nullptr, 16);
+    const unsigned long long hi =
+        std::stoull(line.substr(line.find('-') + 1), nullptr, 16);
+    if (lo <= at && at < hi) return static_cast<long>((hi - lo) / 1024);
+  }
+  return -1;
+}
+
+// A real-time node has locked its memory (mlockall(MCL_FUTURE)) before it
+// makes its loop, so the ticker's stack is locked whole: it must be small
+// (the default 8 MiB would also be refused under RLIMIT_MEMLOCK).
+TEST(LostWakeTicker, TheTickerStackIsSmall) {
+  Counter c;
+  LostWakeTicker::Register(&c);
+  ASSERT_TRUE(AwaitPokes(c, 1));
+  const pid_t tid = TickerTid();
+  ASSERT_NE(tid, 0);
+  long kib = -1;
+  for (int i = 0; i < 100 && kib < 0; ++i) kib = StackMappingKib(tid);
+  LostWakeTicker::Unregister(&c);
+  ASSERT_GT(kib, 0) << "its stack pointer was not found in /proc/self/maps";
+  EXPECT_LT(kib, 1024);
 }
 
 }  // namespace
