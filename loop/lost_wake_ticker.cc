@@ -55,22 +55,12 @@ void* Tick(void*) {
   return nullptr;
 }
 
-// Made to disturb nobody:
-// - SCHED_OTHER, explicitly: a thread inherits its maker's policy, and the
-//   first port is often made by a SCHED_FIFO loop thread, which a ticker
-//   must never preempt;
-// - a 64 KiB stack: a real-time node has called mlockall(MCL_FUTURE), so
-//   the default 8 MiB stack would be locked whole (or refused under
-//   RLIMIT_MEMLOCK);
-// - every signal blocked: a thread inherits its maker's mask, and an
-//   application that blocks SIGTERM for its signalfd after the ticker
-//   started would otherwise see SIGTERM taken by the ticker.
-// False (and errno) when the thread could not be made.
-bool StartThread() {
+// pthread_create's result for a ticker with a `stack`-byte stack.
+int StartThread(size_t stack) {
   pthread_attr_t attr;
   ::pthread_attr_init(&attr);
   ::pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  ::pthread_attr_setstacksize(&attr, 64 * 1024);
+  ::pthread_attr_setstacksize(&attr, stack);
   ::pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
   ::pthread_attr_setschedpolicy(&attr, SCHED_OTHER);
   const sched_param other{.sched_priority = 0};
@@ -81,6 +71,28 @@ bool StartThread() {
   pthread_t thread;
   const int rc = ::pthread_create(&thread, &attr, Tick, nullptr);
   ::pthread_attr_destroy(&attr);
+  return rc;
+}
+
+// Made to disturb nobody:
+// - SCHED_OTHER, explicitly: a thread inherits its maker's policy, and the
+//   first port is often made by a SCHED_FIFO loop thread, which a ticker
+//   must never preempt;
+// - a small stack: a real-time node has called mlockall(MCL_FUTURE), so
+//   the default 8 MiB stack would be locked whole (or refused under
+//   RLIMIT_MEMLOCK). 64 KiB, or more when glibc refuses it (EINVAL): the
+//   executable's static thread-local storage is carved out of the stack,
+//   and an application may have more of it than 64 KiB leaves room for;
+// - every signal blocked: a thread inherits its maker's mask, and an
+//   application that blocks SIGTERM for its signalfd after the ticker
+//   started would otherwise see SIGTERM taken by the ticker.
+// False (and errno) when the thread could not be made.
+bool StartThread() {
+  int rc = EINVAL;
+  for (size_t stack = 64 * 1024; rc == EINVAL && stack <= 16 * 1024 * 1024;
+       stack *= 2) {
+    rc = StartThread(stack);
+  }
   errno = rc;
   return rc == 0;
 }

@@ -12,9 +12,12 @@
 // - Poke() runs on the ticker thread, under that mutex: it must not block,
 //   allocate or call Register()/Unregister().
 // - The ticker thread ("tether-tick") is SCHED_OTHER whatever made it,
-//   blocks every signal, has a 64 KiB stack (what mlockall locks of it)
-//   and takes no lock a loop thread takes in Wait(), so a real-time loop
-//   never waits for it. If it cannot be made, Register() says so in one
+//   blocks every signal, has a 64 KiB stack (what mlockall locks of it;
+//   more if the executable's static thread-local storage needs it) and
+//   takes no lock a loop thread takes in Wait(), so a real-time loop never
+//   waits for it. It keeps its maker's CPU affinity: on a CPU given to a
+//   SCHED_FIFO loop it runs when that loop sleeps, and a Register() there
+//   may wait for the poke it preempted (setup path, not RT-safe anyway). If it cannot be made, Register() says so in one
 //   line on stderr and the targets go unpoked (tries again next time).
 // - fork(): the child starts with no targets and no thread (an atfork
 //   handler; the parent's ports are not usable there anyway); its first

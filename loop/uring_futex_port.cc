@@ -70,6 +70,8 @@ absl::StatusOr<std::unique_ptr<UringFutexPort>> UringFutexPort::Create(
       entries, &port->ring_, params,
       hard_deadlines ? IORING_SETUP_DEFER_TASKRUN : 0u, &got);
   if (rc == 0) port->setup_flags_ = got.flags;
+  port->ring_check_ =
+      !hard_deadlines && (got.flags & IORING_SETUP_DEFER_TASKRUN) != 0;
   if (rc != 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("io_uring_setup for the loop's ring failed: ",
@@ -207,7 +209,7 @@ TETHER_HOT_PATH void UringFutexPort::ArmAll() {
       s.armed = true;
     }
   }
-  if (!check_armed_) {
+  if (ring_check_ && !check_armed_) {
     io_uring_sqe* sqe = Sqe();
     io_uring_prep_timeout(sqe, &check_period_, 0,
                           kTetherIoringTimeoutMultishot);
@@ -358,12 +360,21 @@ UringFutexPort::Wait(std::optional<MonotonicTime> deadline, SleepHooks& hooks,
   if (may_block && Spin(on_ready, &result)) return result;
 
   ready_.clear();
+  bool is_check = false;
+  const std::optional<MonotonicTime> until =
+      ring_check_ ? deadline
+                  : std::optional<MonotonicTime>(
+                        BoundByCheck(deadline, &is_check));
   const bool blocked = SleepProtocol(hooks, &result, [&] {
     ArmAll();
-    if (!Block(deadline)) result.timed_out = true;
+    if (!Block(until)) result.timed_out = true;
   });
   if (blocked) Reap();
-  result.checked = check_due_;
+  if (result.timed_out && is_check) {
+    result.timed_out = false;
+    CheckCame(&result);
+  }
+  result.checked |= check_due_;
   check_due_ = false;
   ReportReady(deadline, on_ready, &result);
   return result;

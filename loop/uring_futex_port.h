@@ -11,9 +11,14 @@
 // (IORING_REGISTER_RING_FDS, registered then) lives in that thread's table.
 // So a port may be built on any thread, and the loop thread binds it.
 //
-// The lost-wake check (wake_port.h): one multishot IORING_OP_TIMEOUT of
-// period kLostWakeCheck, armed with the first sleep and kept armed; its
-// completions only end the wait. No per-sleep cost.
+// The lost-wake check (wake_port.h): on a DEFER_TASKRUN ring, one multishot
+// IORING_OP_TIMEOUT of period kLostWakeCheck, armed with the first sleep
+// and kept armed; its completions only end the wait, and cost a sleep
+// nothing. On any other ring (kHard, or a kernel that refused
+// DEFER_TASKRUN) a completion is task work that interrupts the loop thread
+// wherever it is, so a timer there would make a callback's epoll_wait or
+// recv fail with EINTR every 100 ms: those bound each sleep's timeout by
+// the next check instead (ppoll's or io_uring_enter's; a timer per sleep).
 //
 // Wake(): an eventfd with an IORING_OP_READ kept armed in the ring. Chosen
 // over IORING_OP_MSG_RING because MSG_RING needs a ring in the *waking*
@@ -135,6 +140,7 @@ class UringFutexPort final : public internal::PortBase {
   uint64_t wake_buffer_ = 0;
   bool wake_read_armed_ = false;
   __kernel_timespec check_period_{};
+  bool ring_check_ = false;   // the check is a timeout in the ring (above)
   bool check_armed_ = false;  // the multishot check timeout is in the ring
   bool check_due_ = false;    // it completed since the last Wait() returned
 };

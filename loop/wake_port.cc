@@ -74,6 +74,20 @@ TETHER_HOT_PATH void PortBase::ReportReady(
   }
 }
 
+TETHER_HOT_PATH MonotonicTime PortBase::BoundByCheck(
+    std::optional<MonotonicTime> deadline, bool* is_check) {
+  if (next_check_ == MonotonicTime{}) {
+    next_check_ = MonotonicNow() + kLostWakeCheck;
+  }
+  *is_check = !deadline.has_value() || next_check_ < *deadline;
+  return *is_check ? next_check_ : *deadline;
+}
+
+void PortBase::CheckCame(WaitResult* result) {
+  result->checked = true;
+  next_check_ = MonotonicNow() + kLostWakeCheck;
+}
+
 void PortBase::Wake() {
   if (wake_.Request()) SignalLoop();
 }

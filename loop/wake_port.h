@@ -37,14 +37,17 @@
 // follows the protocol: a publisher killed between its commit and its
 // FUTEX_WAKE, a process with write access to a reader-state file clearing
 // the sleeper announcements, a kernel that drops a completion. So a real
-// port's Wait() also returns at least every kLostWakeCheck, with
+// port's Wait() also returns about every kLostWakeCheck, with
 // WaitResult::checked set, and the loop then looks at every reader, as
 // after any return: a lost wake delays a message by at most that much
 // instead of leaving a node asleep for good. (A cleared announcement is
 // also found then, by Channel::EndSleep, and the loop says so.)
-// uring_futex keeps one multishot IORING_OP_TIMEOUT armed in its ring;
-// futex_waitv is poked by a thread of the process (lost_wake_ticker.h).
-// Neither costs a sleep anything.
+// uring_futex keeps one multishot IORING_OP_TIMEOUT armed in its ring
+// when the ring has DEFER_TASKRUN (its completions then never interrupt
+// the thread outside io_uring_enter) and otherwise (kHard, older rings)
+// bounds each sleep's timeout by the next check (BoundByCheck);
+// futex_waitv is poked by a thread of the process (lost_wake_ticker.h),
+// because a timeout on each futex_waitv costs an hrtimer per sleep.
 #ifndef TETHER_LOOP_WAKE_PORT_H_
 #define TETHER_LOOP_WAKE_PORT_H_
 
@@ -65,7 +68,8 @@
 
 namespace tether::loop {
 
-// How often a real port's Wait() returns at the latest (see above).
+// About how often a real port's Wait() returns at the latest (see above;
+// later when the machine is loaded).
 inline constexpr Duration kLostWakeCheck = std::chrono::milliseconds(100);
 
 // How a port times a deadline.
@@ -182,7 +186,7 @@ class WakePort {
   // a past deadline polls without blocking) or a signal. Calls `on_ready`
   // once per watch that may have changed (spurious reports happen; a watch
   // may not be reported twice in one Wait()). on_ready may Unwatch().
-  // Real ports also return, with checked set, at least every
+  // Real ports also return, with checked set, about every
   // kLostWakeCheck. The first Wait() binds the port to the calling thread:
   // every later call but Wake() must come from it (aborts otherwise).
   // Loop thread; RT-safe: no allocation, blocks only as asked, one syscall
@@ -294,6 +298,15 @@ class PortBase : public WakePort {
   bool SleepProtocol(SleepHooks& hooks, WaitResult* result,
                      absl::FunctionRef<void()> block);
 
+  // For a port whose blocking call carries the lost-wake check as its
+  // timeout: the nearer of `deadline` and the next check (*is_check says
+  // which). After a call that timed out there with *is_check, CheckCame()
+  // sets result->checked and schedules the next. RT-safe (a clock read on
+  // the first call and per check).
+  MonotonicTime BoundByCheck(std::optional<MonotonicTime> deadline,
+                             bool* is_check);
+  void CheckCame(WaitResult* result);
+
   // A watch the backend found ready, tagged with the slot's generation.
   struct Ready {
     int slot;
@@ -314,6 +327,7 @@ class PortBase : public WakePort {
   WakeRequest wake_;
 
  private:
+  MonotonicTime next_check_{};  // see BoundByCheck (zero: not yet set)
   pid_t owner_tid_ = 0;
   size_t live_end_ = 0;  // see live_end()
 };

@@ -24,6 +24,10 @@ namespace {
 
 using std::chrono::seconds;
 
+// More static thread-local storage than a 64 KiB stack leaves room for
+// (glibc carves it out of each thread's stack): the ticker must still start.
+thread_local char big_tls[96 * 1024];
+
 class Counter final : public LostWakeTicker::Target {
  public:
   void Poke() override { pokes.fetch_add(1); }
@@ -42,6 +46,9 @@ bool AwaitPokes(const Counter& c, int n) {
 }
 
 TEST(LostWakeTicker, PokesTargetsUntilTheyUnregister) {
+  // Used, so that it stays in the binary.
+  big_tls[sizeof(big_tls) - 1] = 1;
+  asm volatile("" : : "r"(big_tls) : "memory");
   Counter a, b;
   LostWakeTicker::Register(&a);
   LostWakeTicker::Register(&b);

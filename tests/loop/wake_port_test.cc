@@ -415,54 +415,6 @@ TEST_P(WakePortTest, DeadlinesFireOnTime) {
   port->Unwatch(1);
 }
 
-// A wake that never comes (its publisher killed between commit and wake, an
-// announcement cleared by a writer of the reader-state file) cannot leave a
-// loop asleep for good: with nothing to end it, Wait() still returns, as
-// the lost-wake check, at least every kLostWakeCheck; a later deadline is
-// still kept. Without the check the waits below end only by the rescue
-// Wake() after 10 s, and the test fails.
-TEST_P(WakePortTest, TheLostWakeCheckEndsAWaitThatNothingElseWouldEnd) {
-  SKIP_UNLESS_SUPPORTED();
-  std::unique_ptr<WakePort> port = MakePort();
-  ASSERT_NE(port, nullptr);
-  std::atomic<uint32_t> word{0};
-  ASSERT_TRUE(port->Watch(&word, 1).ok());
-  std::atomic<bool> done{false};
-  std::thread rescue([&] {
-    const MonotonicTime give_up = MonotonicNow() + seconds(10);
-    while (!done.load() && MonotonicNow() < give_up) {
-      std::this_thread::sleep_for(milliseconds(10));
-    }
-    while (!done.load()) port->Wake();
-  });
-  NoSleepHooks hooks;
-  const auto never = [](uint64_t) { ADD_FAILURE() << "nothing changed"; };
-  for (int i = 0; i < 3; ++i) {
-    WaitResult r;
-    do {
-      r = port->Wait(std::nullopt, hooks, never);
-    } while (!r.checked && !r.woken);
-    EXPECT_TRUE(r.checked) << "only the rescue Wake() ended the wait";
-    EXPECT_FALSE(r.timed_out);
-  }
-  // Five periods: at least one check, and about one per period, not a
-  // check that keeps firing (10: slack).
-  const MonotonicTime deadline = MonotonicNow() + 5 * kLostWakeCheck;
-  int checks = 0;
-  WaitResult r;
-  do {
-    r = port->Wait(deadline, hooks, never);
-    checks += r.checked ? 1 : 0;
-  } while (!r.timed_out && !r.woken);
-  EXPECT_TRUE(r.timed_out);
-  EXPECT_GE(MonotonicNow(), deadline);
-  EXPECT_GE(checks, 1);
-  EXPECT_LE(checks, 10);
-  done = true;
-  rescue.join();
-  port->Unwatch(1);
-}
-
 // --- watches ------------------------------------------------------------------------
 
 // Bumps `word` and FUTEX_WAKEs it from another thread after `delay`.
