@@ -55,8 +55,8 @@ absl::StatusOr<std::unique_ptr<FutexWaitvPort>> FutexWaitvPort::Create(
       options,
       absl::StrCat("futex_waitv: ", reason,
                    "; the loop thread waits in futex_waitv on every watched "
-                   "word (no helper thread on the wake path); deadlines: futex_waitv's timeout "
-                   "(hard timer on PREEMPT_RT)",
+                   "word (no helper thread on the wake path); deadlines: "
+                   "futex_waitv's timeout (hard timer on PREEMPT_RT)",
                    internal::LostWakeCheckClause(), " (a ticker thread)",
                    options.spin > Duration::zero()
                        ? absl::StrCat("; spins up to ",

@@ -285,10 +285,11 @@ bool UringFutexPort::BlockHard(std::optional<MonotonicTime> deadline) {
 
 [[gnu::cold]] void UringFutexPort::CheckRefused(int res) {
   // Multishot timeouts came with Linux 6.4, io_uring futex waits with 6.7:
-  // not expected. The loop runs on without the check.
+  // not expected. Each sleep's timeout carries the check from now on.
+  ring_check_ = false;
   std::fprintf(stderr,
                "tether: the loop's io_uring refused its lost-wake check "
-               "timeout (%s): a wake that never comes is not caught\n",
+               "timeout (%s): each sleep is bounded by the check instead\n",
                std::strerror(-res));
 }
 
@@ -306,8 +307,7 @@ TETHER_HOT_PATH void UringFutexPort::Reap() {
     }
     if (op == Op::kCheck) {
       // -ETIME each period. Without F_MORE it ended: the next sleep re-arms
-      // it, unless the kernel refused it (never re-armed then: it stays
-      // "armed").
+      // it, unless the kernel refused it (then never again).
       if (cqe->res != -ETIME && cqe->res != -ECANCELED) {
         CheckRefused(cqe->res);
       } else if ((cqe->flags & IORING_CQE_F_MORE) == 0) {
