@@ -17,56 +17,31 @@
 
 #include "gtest/gtest.h"
 #include "loop/clock.h"
-#include "loop/kernel_probe.h"
-#include "loop/make_wake_port.h"
 #include "loop/wake_port.h"
+#include "tests/loop/port_configs.h"
 #include "tests/util/child_process.h"
 
 namespace tether::loop {
 namespace {
 
+using ChildProcess = tether::testing::ChildProcess;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using testing::kPortConfigs;
+using testing::MakeConfiguredPort;
+using testing::PortConfig;
+using testing::PortConfigName;
+using testing::UnsupportedReason;
 
-const KernelFeatures& Features() {
-  static const KernelFeatures* features = new KernelFeatures(ProbeKernel());
-  return *features;
-}
-
-struct Config {
-  const char* name;
-  WakeBackend backend;
-  Duration spin;
-  DeadlineTimer timer;
-};
-
-const Config kConfigs[] = {
-    {"uring_futex", WakeBackend::kUringFutex, Duration::zero(),
-     DeadlineTimer::kRingWait},
-    {"uring_futex_hard_timer", WakeBackend::kUringFutex, Duration::zero(),
-     DeadlineTimer::kHard},
-    {"uring_futex_spin", WakeBackend::kUringFutex,
-     std::chrono::microseconds(20), DeadlineTimer::kRingWait},
-    {"futex_waitv", WakeBackend::kFutexWaitv, Duration::zero(),
-     DeadlineTimer::kAuto},
-};
-
-class LostWakeCheckTest : public ::testing::TestWithParam<Config> {
+class LostWakeCheckTest : public ::testing::TestWithParam<PortConfig> {
  protected:
   // The configured port, or nullptr with skip_ set when the kernel lacks
   // the backend.
   std::unique_ptr<WakePort> MakePort() {
-    if (auto choice = ChooseWakeBackend(Features(), GetParam().backend);
-        !choice.ok()) {
-      skip_ = std::string(choice.status().message());
-      return nullptr;
-    }
-    WakePortOptions options;
-    options.backend = GetParam().backend;
-    options.spin = GetParam().spin;
-    options.deadline_timer = GetParam().timer;
+    skip_ = UnsupportedReason(GetParam());
+    if (!skip_.empty()) return nullptr;
     absl::StatusOr<std::unique_ptr<WakePort>> port =
-        MakeWakePort(options, Features());
+        MakeConfiguredPort(GetParam());
     EXPECT_TRUE(port.ok()) << port.status();
     return port.ok() ? std::move(*port) : nullptr;
   }
@@ -130,7 +105,7 @@ TEST_P(LostWakeCheckTest, NeverInterruptsTheLoopThreadOutsideWait) {
   // In a child of its own: rings torn down by earlier tests in this
   // process cancel their requests through task work, which interrupts this
   // thread once too.
-  testing::ChildProcess child([this](const testing::ChildProcess::Voice&) {
+  ChildProcess child([this](const ChildProcess::Voice&) {
     std::unique_ptr<WakePort> port = MakePort();
     std::atomic<uint32_t> word{0};
     if (port == nullptr || !port->Watch(&word, 1).ok()) return 2;
@@ -160,11 +135,8 @@ TEST_P(LostWakeCheckTest, NeverInterruptsTheLoopThreadOutsideWait) {
   EXPECT_EQ(child.ExitCode(), 0) << "3: the blocking call was interrupted";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Backends, LostWakeCheckTest, ::testing::ValuesIn(kConfigs),
-    [](const ::testing::TestParamInfo<Config>& info) {
-      return std::string(info.param.name);
-    });
+INSTANTIATE_TEST_SUITE_P(Backends, LostWakeCheckTest,
+                         ::testing::ValuesIn(kPortConfigs), PortConfigName);
 
 }  // namespace
 }  // namespace tether::loop

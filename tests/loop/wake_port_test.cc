@@ -33,6 +33,7 @@
 #include "shm/publisher.h"
 #include "shm/reader.h"
 #include "tests/loop/loop_test_util.h"
+#include "tests/loop/port_configs.h"
 
 namespace tether::loop {
 namespace {
@@ -44,50 +45,21 @@ using testing::MakeShared;
 using testing::ScopedRoot;
 using testing::Subscription;
 
-const KernelFeatures& Features() {
-  static const KernelFeatures* features = new KernelFeatures(ProbeKernel());
-  return *features;
-}
-
-struct PortConfig {
-  const char* name;
-  WakeBackend backend;
-  Duration spin;
-  DeadlineTimer timer;
-};
-
-const PortConfig kConfigs[] = {
-    {"uring_futex", WakeBackend::kUringFutex, Duration::zero(),
-     DeadlineTimer::kRingWait},
-    {"uring_futex_hard_timer", WakeBackend::kUringFutex, Duration::zero(),
-     DeadlineTimer::kHard},
-    {"uring_futex_spin", WakeBackend::kUringFutex,
-     std::chrono::microseconds(20), DeadlineTimer::kRingWait},
-    {"futex_waitv", WakeBackend::kFutexWaitv, Duration::zero(),
-     DeadlineTimer::kAuto},
-    {"futex_waitv_spin", WakeBackend::kFutexWaitv,
-     std::chrono::microseconds(20), DeadlineTimer::kAuto},
-};
+using testing::Features;
+using testing::PortConfig;
 
 class WakePortTest : public ::testing::TestWithParam<PortConfig> {
  protected:
   // False (with skip_ set) when this kernel lacks the backend.
   bool Supported() {
-    const auto choice = ChooseWakeBackend(Features(), GetParam().backend);
-    if (choice.ok()) return true;
-    skip_ = std::string(choice.status().message());
-    return false;
+    skip_ = testing::UnsupportedReason(GetParam());
+    return skip_.empty();
   }
 
   // The forced backend (nullptr after a test failure).
   std::unique_ptr<WakePort> MakePort(int max_watches = 16) {
-    WakePortOptions options;
-    options.backend = GetParam().backend;
-    options.spin = GetParam().spin;
-    options.deadline_timer = GetParam().timer;
-    options.max_watches = max_watches;
     absl::StatusOr<std::unique_ptr<WakePort>> port =
-        MakeWakePort(options, Features());
+        testing::MakeConfiguredPort(GetParam(), max_watches);
     if (!port.ok()) {
       ADD_FAILURE() << port.status();
       return nullptr;
@@ -685,11 +657,9 @@ TEST_P(WakePortTest, AWordWhoseFileIsTruncatedIsReportedReadyNotFatal) {
   ::close(fd);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Backends, WakePortTest, ::testing::ValuesIn(kConfigs),
-    [](const ::testing::TestParamInfo<PortConfig>& info) {
-      return std::string(info.param.name);
-    });
+INSTANTIATE_TEST_SUITE_P(Backends, WakePortTest,
+                         ::testing::ValuesIn(testing::kPortConfigs),
+                         testing::PortConfigName);
 
 // --- backend choice -----------------------------------------------------------------
 
