@@ -4,7 +4,7 @@
 
 #include "loop/check.h"
 #include "loop/event_loop.h"
-#include "shm/publisher.h"
+#include "loop/wake_port.h"
 #include "util/hot_path.h"
 
 namespace tether::loop {
@@ -201,11 +201,11 @@ TETHER_HOT_PATH void Driver::CheckOverwrittenWhileRead(internal::Watcher& w) {
                "tether: loop %s: channel %s: a process with write access to "
                "%s cleared this loop's wake announcement while it slept, so "
                "publishers skipped its wakes (messages came up to %lld ms "
-               "late); the loop looks for messages every %lld ms from now "
+               "late, found by its lost-wake check); the loop looks for messages every %lld ms from now "
                "on, and those lost are counted as missed\n",
                w.loop->name().c_str(), w.channel_->name().c_str(),
                w.channel_->reader_state_path().c_str(),
-               static_cast<long long>(shm::kForcedWakeIntervalNs / 1000000),
+               Millis(kLostWakeCheck),
                Millis(kGuestPoll));
 }
 

@@ -109,10 +109,9 @@ class Driver final : private SleepHooks {
   // as a sleeper, transport::WakeHandle::guest()) sleeps at most before it
   // looks again: the latency a guest pays for affecting nobody.
   static constexpr Duration kGuestPoll = std::chrono::milliseconds(2);
-  // EndSleep found `w`'s wake announcement cleared (a publisher's forced
-  // wake, shm::kForcedWakeIntervalNs, or the port's lost-wake check,
-  // kLostWakeCheck, woke it): one line per watcher, and the loop polls
-  // from then on. Error path.
+  // EndSleep found `w`'s wake announcement cleared (the port's lost-wake
+  // check, kLostWakeCheck, woke it): one line per watcher, and the loop
+  // polls from then on. Error path.
   void NoteAnnouncementCleared(internal::Watcher& w);
   // Called after a watcher's callback: counts and reports (one line per
   // watcher) a pinned message overwritten while the callback read it.

@@ -113,9 +113,10 @@
 // CheckConsistency, and its creator token is read only to remove files of
 // creators that died between their two links), so any bytes there can
 // make a publisher look longer for a slot (every slot pinned: it then
-// clears the pins no reader can hold, Channel::ClearImpossiblePins) or
-// cost wake syscalls (sleeper bits set), but never make sends fail,
-// corrupt the data file or crash a publisher. Pin bits one reader clears of another are not prevented (a
+// clears the pins no reader can hold, Channel::ClearImpossiblePins; only
+// pins re-set faster than that make sends fail, counted) or cost wake
+// syscalls (sleeper bits set), but never corrupt the data file or crash a
+// publisher. Pin bits one reader clears of another are not prevented (a
 // shared word per slot keeps sends O(1) in readers): the victim's slot may
 // be reused under it, and a pinned
 // reader detects that when it lets go (Reader::Release counts
@@ -145,10 +146,9 @@
 // bit (fetch_or, seq_cst), reads wake_word, re-checks the ring, then waits
 // on the value read; after waking it clears the bit (fetch_and). A
 // publisher commits, bumps wake_word (seq_cst) and then reads sleeper_mask
-// and anonymous_sleepers (seq_cst, one line of the reader-state file);
-// it also wakes when its last wake is kForcedWakeIntervalNs old, for a
-// waiter whose bit a writer of that file cleared (publisher.h), and every
-// loop looks at its readers at least every 100 ms whatever woke it
+// and anonymous_sleepers (seq_cst, one line of the reader-state file). A
+// waiter whose bit a writer of that file cleared is not woken, but every
+// loop looks at its readers about every 100 ms whatever woke it
 // (loop/wake_port.h, the lost-wake check).
 // If it saw both zero,
 // its bump precedes the waiter's announcement in the total order, so the

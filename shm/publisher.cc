@@ -61,7 +61,6 @@ absl::StatusOr<std::unique_ptr<Publisher>> Publisher::Create(Channel* channel) {
       std::unique_ptr<Publisher> pub(
           new Publisher(channel, i, static_cast<uint32_t>(TokenPid(token))));
       pub->hint_ = (uint64_t{i} * 7919) % p.pool_size();
-      pub->last_wake_ns_ = MonotonicNs();
       pub->loan_ = channel->ClaimFreeSlot(i, &pub->hint_, /*sweep=*/true);
       if (pub->loan_ < 0) {
         if (channel->corrupt()) {  // found by the sweep ClaimFreeSlot ran
@@ -257,9 +256,10 @@ TETHER_HOT_PATH SendResult Publisher::SendImpl(size_t size,
     }
     // Stamp per attempt so send times follow queue order as closely as the
     // race between publishers allows.
-    const uint64_t stamp = times && times->monotonic_ns ? times->monotonic_ns
-                                                        : MonotonicNs();
-    sh->monotonic_ns.store(stamp, std::memory_order_relaxed);
+    sh->monotonic_ns.store(times && times->monotonic_ns
+                               ? times->monotonic_ns
+                               : MonotonicNs(),
+                           std::memory_order_relaxed);
     sh->realtime_ns.store(times && times->realtime_ns ? times->realtime_ns
                                                       : RealtimeNs(),
                           std::memory_order_relaxed);
@@ -284,15 +284,13 @@ TETHER_HOT_PATH SendResult Publisher::SendImpl(size_t size,
     sh->state.compare_exchange_strong(pending, q, std::memory_order_seq_cst);
     h->wake_word.fetch_add(1, std::memory_order_seq_cst);
     // The sleeper announcements live in the reader-state file; any value
-    // there costs at most this syscall (layout.h, "Wake").
-    // And at least every kForcedWakeIntervalNs, for a waiter whose
-    // announcement a writer of that file cleared.
+    // there costs at most this syscall, and clearing them at most a late
+    // message: every loop looks at its readers about every 100 ms anyway
+    // (layout.h, "Wake").
     internal::ReaderStateHeader* rs = channel_->state_header();
     if (rs->sleeper_mask.load(std::memory_order_seq_cst) != 0 ||
-        rs->anonymous_sleepers.load(std::memory_order_seq_cst) != 0 ||
-        stamp > last_wake_ns_ + kForcedWakeIntervalNs) {
+        rs->anonymous_sleepers.load(std::memory_order_seq_cst) != 0) {
       FutexWake(&h->wake_word);
-      last_wake_ns_ = stamp;
     }
     ++sequence_;
     channel_->publisher_entry(index_)->messages_sent.store(

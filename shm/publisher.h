@@ -51,15 +51,6 @@ struct SendResult {
 // A registered publisher. Not copyable or movable (owned by unique_ptr); the
 // Channel must outlive it. Not thread-safe: one thread uses a Publisher at a
 // time (use one Publisher per thread).
-// A publisher makes the FUTEX_WAKE syscall after a send when a waiter has
-// announced itself (layout.h, "Wake"), and at least this often whatever
-// the announcements say: a process with write access to the reader-state
-// file can clear a sleeping waiter's announcement, which would otherwise
-// leave it asleep for good. So such a clearing delays messages by at most
-// this much (a loop says so once), and costs a publisher whose readers are
-// all busy one needless syscall per interval.
-inline constexpr uint64_t kForcedWakeIntervalNs = 250'000'000;
-
 class Publisher {
  public:
   // Registers in the channel's publisher registry and takes a first loan.
@@ -126,9 +117,6 @@ class Publisher {
   uint64_t hint_ = 0;     // where the next free-slot scan starts
   uint64_t sequence_ = 0; // messages this publisher sent
   uint64_t failures_ = 0; // sends that failed
-  // The send stamp of this publisher's last FUTEX_WAKE (or its creation):
-  // see kForcedWakeIntervalNs.
-  uint64_t last_wake_ns_ = 0;
   // This publisher stops on a corrupt channel: its readers are told, once
   // (Channel::AnnounceCorruption). Error path; RT-safe.
   void AnnounceCorruptionOnce();
