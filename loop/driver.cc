@@ -201,8 +201,9 @@ TETHER_HOT_PATH void Driver::CheckOverwrittenWhileRead(internal::Watcher& w) {
                "tether: loop %s: channel %s: a process with write access to "
                "%s cleared this loop's wake announcement while it slept, so "
                "publishers skipped its wakes (messages came up to %lld ms "
-               "late, found by its lost-wake check); the loop looks for messages every %lld ms from now "
-               "on, and those lost are counted as missed\n",
+               "late, found by its lost-wake check); the loop looks for "
+               "messages every %lld ms from now on, and those lost are "
+               "counted as missed\n",
                w.loop->name().c_str(), w.channel_->name().c_str(),
                w.channel_->reader_state_path().c_str(),
                Millis(kLostWakeCheck),

@@ -15,7 +15,7 @@
 // The lost-wake check (wake_port.h): the process's LostWakeTicker pokes the
 // port every kLostWakeCheck (a bump of its own word, as Wake() does), so a
 // sleep has no timeout it does not need: a timeout on every futex_waitv
-// cost an hrtimer per sleep, 1.09x on the one-CPU ping-pong.
+// cost an hrtimer per sleep, 1.10x on the one-CPU ping-pong.
 //
 // Deadlines: futex_waitv's absolute CLOCK_MONOTONIC timeout is a hard
 // hrtimer for real-time tasks on PREEMPT_RT, so both DeadlineTimer modes are

@@ -17,8 +17,9 @@
 //   takes no lock a loop thread takes in Wait(), so a real-time loop never
 //   waits for it. It keeps its maker's CPU affinity: on a CPU given to a
 //   SCHED_FIFO loop it runs when that loop sleeps, and a Register() there
-//   may wait for the poke it preempted (setup path, not RT-safe anyway). If it cannot be made, Register() says so in one
-//   line on stderr and the targets go unpoked (tries again next time).
+//   may wait for the poke it preempted (setup path, not RT-safe anyway).
+//   If it cannot be made, Register() says so in one line on stderr and
+//   the targets go unpoked (the next Register() tries again).
 // - fork(): the child starts with no targets and no thread (an atfork
 //   handler; the parent's ports are not usable there anyway); its first
 //   Register() starts its own thread.

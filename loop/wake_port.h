@@ -142,8 +142,9 @@ struct WaitResult {
   bool timed_out = false;     // the deadline has passed
   bool pending_work = false;  // HasPendingWork() was true: did not block
   bool spun = false;          // the spin phase found the change (no syscall)
-  // The lost-wake check came due (at most kLostWakeCheck apart; never on
-  // a VirtualPort): the loop should look at every reader.
+  // The lost-wake check ended this Wait() (about kLostWakeCheck apart;
+  // never on a VirtualPort). The loop looks at every reader after any
+  // return, so it needs nothing more; tests read it.
   bool checked = false;
   // The port has nothing left to wait for: a VirtualPort reached the time
   // limit of the current run. Real ports never set it.

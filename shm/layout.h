@@ -196,9 +196,9 @@
 // of that page readable as zeros, with no SIGBUS: there the file's size,
 // which CheckConsistency (every opener and tool) compares, reports it, and
 // a running reader may read zeros in place of payload bytes until then, as
-// it would read any bytes a writer put there. Space for both files is reserved (fallocate) before they are
-// linked into place, so a full filesystem fails at creation, never at a
-// later page fault. Findings in the reader-state file's contents never
+// it would read any bytes a writer put there. Space for both files is
+// reserved (fallocate) before they are linked into place, so a full
+// filesystem fails at creation, never at a later page fault. Findings in the reader-state file's contents never
 // make the data file's handle corrupt (a hostile reader must not be able
 // to stop publishers): CheckConsistency reports them, Sweep leaves them
 // alone. Neither does a reader-state file that shrinks or grows: a handle

@@ -4,8 +4,12 @@
 #include "loop/lost_wake_ticker.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -176,6 +180,50 @@ TEST(LostWakeTicker, TheTickerStackIsSmall) {
   LostWakeTicker::Unregister(&c);
   ASSERT_GT(kib, 0) << "its stack pointer was not found in /proc/self/maps";
   EXPECT_LT(kib, 1024);
+}
+
+// A ticker that cannot be made (here: no address space left for its
+// stack) is said in one line, and the process runs on, unchecked, instead
+// of terminating.
+TEST(LostWakeTicker, ATickerThatCannotStartIsSaidNotFatal) {
+  testing::ChildProcess child([](const testing::ChildProcess::Voice&) {
+    char path[] = "/tmp/tether_ticker_stderr_XXXXXX";
+    const int fd = ::mkstemp(path);
+    if (fd < 0 || ::dup2(fd, STDERR_FILENO) < 0) return 2;
+    ::unlink(path);
+    // The parent's ticker stack, cached by glibc since the fork, would be
+    // reused without a new mapping: a thread of ours takes it first (its
+    // size: 128 KiB, with this binary's 96 KiB of TLS).
+    pthread_attr_t attr;
+    ::pthread_attr_init(&attr);
+    ::pthread_attr_setstacksize(&attr, 128 * 1024);
+    pthread_t holder;
+    if (::pthread_create(&holder, &attr, [](void*) -> void* {
+          for (;;) ::pause();
+        }, nullptr) != 0) {
+      return 2;
+    }
+    long vm_kib = -1;
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("VmSize:", 0) == 0) vm_kib = std::atol(line.c_str() + 7);
+    }
+    Counter c;
+    const rlimit as{.rlim_cur = static_cast<rlim_t>(vm_kib + 32) * 1024,
+                    .rlim_max = RLIM_INFINITY};
+    if (vm_kib < 0 || ::setrlimit(RLIMIT_AS, &as) != 0) return 2;
+    LostWakeTicker::Register(&c);
+    LostWakeTicker::Unregister(&c);
+    std::string said(512, '\0');
+    const ssize_t n = ::pread(fd, said.data(), said.size(), 0);
+    said.resize(n > 0 ? static_cast<size_t>(n) : 0);
+    return said.find("could not start the lost-wake check thread") !=
+                   std::string::npos
+               ? 0
+               : 3;
+  });
+  ASSERT_TRUE(child.started());
+  EXPECT_EQ(child.ExitCode(), 0) << "3: the failure was not said";
 }
 
 }  // namespace
