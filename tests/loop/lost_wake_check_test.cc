@@ -1,8 +1,13 @@
 // The lost-wake check of every wake port configuration (loop/wake_port.h):
 // a Wait() that nothing else would end still returns, about every
 // kLostWakeCheck, and the check never reaches the loop thread outside
-// Wait() (a blocking call in a callback is not interrupted by it).
+// Wait() (a blocking call in a callback is not interrupted by it). Also
+// uring_futex's way out when its ring refuses the check's timeout.
+#include <dirent.h>
+#include <linux/io_uring.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -12,8 +17,10 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "loop/clock.h"
@@ -133,6 +140,107 @@ TEST_P(LostWakeCheckTest, NeverInterruptsTheLoopThreadOutsideWait) {
   });
   ASSERT_TRUE(child.started());
   EXPECT_EQ(child.ExitCode(), 0) << "3: the blocking call was interrupted";
+}
+
+// The fds of this process that are io_uring rings.
+std::set<int> RingFds() {
+  std::set<int> rings;
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return rings;
+  while (const dirent* e = ::readdir(dir)) {
+    char target[64] = {};
+    const std::string path = std::string("/proc/self/fd/") + e->d_name;
+    if (::readlink(path.c_str(), target, sizeof(target) - 1) > 0 &&
+        std::string(target) == "anon_inode:[io_uring]") {
+      rings.insert(std::atoi(e->d_name));
+    }
+  }
+  ::closedir(dir);
+  return rings;
+}
+
+// Every kernel with io_uring futex waits (6.7) has multishot timeouts
+// (6.4), so a refusal of the check's timeout is injected: the port's ring,
+// still disabled until its first Wait(), gets io_uring restrictions that
+// allow every operation but IORING_OP_TIMEOUT. The port must say so in one
+// line and look for lost wakes by bounding its sleeps instead: a Wait()
+// that nothing else would end still returns `checked`. Without the
+// fallback only the rescue Wake() after 5 s ends it.
+TEST(LostWakeCheckRefusedTest, ARingThatRefusesTheTimeoutStillChecks) {
+  const PortConfig& config = kPortConfigs[0];  // uring_futex, ring wait
+  ASSERT_EQ(config.backend, WakeBackend::kUringFutex);
+  if (std::string why = UnsupportedReason(config); !why.empty()) {
+    GTEST_SKIP() << why;
+  }
+  ChildProcess child([&config](const ChildProcess::Voice&) {
+    // The port's one line goes to stderr: keep it.
+    const int log = ::memfd_create("stderr", MFD_CLOEXEC);
+    if (log < 0 || ::dup2(log, STDERR_FILENO) < 0) return 2;
+    const std::set<int> before = RingFds();
+    absl::StatusOr<std::unique_ptr<WakePort>> made =
+        MakeConfiguredPort(config);
+    if (!made.ok()) return 2;
+    std::unique_ptr<WakePort> port = std::move(*made);
+    std::vector<int> fresh;
+    for (int fd : RingFds()) {
+      if (before.count(fd) == 0) fresh.push_back(fd);
+    }
+    if (fresh.size() != 1) return 2;
+    std::vector<io_uring_restriction> allow;
+    for (int op = 0; op < IORING_REGISTER_LAST; ++op) {
+      io_uring_restriction r{};
+      r.opcode = IORING_RESTRICTION_REGISTER_OP;
+      r.register_op = static_cast<uint8_t>(op);
+      allow.push_back(r);
+    }
+    for (int op = 0; op <= 53; ++op) {  // up to IORING_OP_FUTEX_WAITV
+      if (op == IORING_OP_TIMEOUT) continue;
+      io_uring_restriction r{};
+      r.opcode = IORING_RESTRICTION_SQE_OP;
+      r.sqe_op = static_cast<uint8_t>(op);
+      allow.push_back(r);
+    }
+    io_uring_restriction flags{};
+    flags.opcode = IORING_RESTRICTION_SQE_FLAGS_ALLOWED;
+    flags.sqe_flags = 0xff;
+    allow.push_back(flags);
+    if (::syscall(__NR_io_uring_register, fresh[0],
+                  IORING_REGISTER_RESTRICTIONS, allow.data(),
+                  static_cast<unsigned>(allow.size())) != 0) {
+      return 4;  // restrictions refused here: nothing to inject with
+    }
+    std::atomic<uint32_t> word{0};
+    if (!port->Watch(&word, 1).ok()) return 2;
+    std::atomic<bool> done{false};
+    std::thread rescue([&] {
+      const MonotonicTime give_up = MonotonicNow() + seconds(5);
+      while (!done.load() && MonotonicNow() < give_up) {
+        std::this_thread::sleep_for(milliseconds(10));
+      }
+      while (!done.load()) port->Wake();
+    });
+    NoSleepHooks hooks;
+    int checks = 0;
+    bool rescued = false;
+    while (checks < 2 && !rescued) {
+      const WaitResult r = port->Wait(std::nullopt, hooks, [](uint64_t) {});
+      checks += r.checked ? 1 : 0;
+      rescued = r.woken;
+    }
+    done = true;
+    rescue.join();
+    std::string said(4096, '\0');
+    const ssize_t n = ::pread(log, said.data(), said.size(), 0);
+    said.resize(n > 0 ? n : 0);
+    const bool told =
+        said.find("refused its lost-wake check timeout") != std::string::npos;
+    return rescued ? 3 : (told ? 0 : 5);
+  });
+  ASSERT_TRUE(child.started());
+  const int code = child.ExitCode();
+  if (code == 4) GTEST_SKIP() << "io_uring restrictions refused here";
+  EXPECT_EQ(code, 0) << "3: only the rescue Wake() ended the wait; "
+                        "5: the refusal was not said on stderr";
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, LostWakeCheckTest,
