@@ -216,7 +216,7 @@ TETHER_HOT_PATH void UringFutexPort::ArmAll() {
     io_uring_sqe_set_data64(sqe, UserData(Op::kCheck, 0, 0));
     check_armed_ = true;
   }
-  if (!wake_read_armed_ && !hard_) {
+  if (!wake_read_armed_) {
     io_uring_sqe* sqe = Sqe();
     io_uring_prep_read(sqe, wake_fd_, &wake_buffer_, sizeof(wake_buffer_),
                        static_cast<uint64_t>(-1));
@@ -226,8 +226,10 @@ TETHER_HOT_PATH void UringFutexPort::ArmAll() {
 }
 
 TETHER_HOT_PATH bool UringFutexPort::Block(
-    std::optional<MonotonicTime> deadline) {
-  if (hard_) return BlockHard(deadline);
+    std::optional<MonotonicTime> deadline, bool only_check) {
+  // The check's time needs no hard timer; with no fd to poll, the ring
+  // wait (one syscall) serves the hard-timer ring too.
+  if (hard_ && !(only_check && fd_count() == 0)) return BlockHard(deadline);
   if (!deadline.has_value()) {
     const int rc = io_uring_submit_and_wait(&ring_, 1);
     TETHER_LOOP_CHECK(rc >= 0 || rc == -EINTR, "io_uring_enter (wait)");
@@ -239,7 +241,10 @@ TETHER_HOT_PATH bool UringFutexPort::Block(
   const int rc = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
   TETHER_LOOP_CHECK(rc >= 0 || rc == -ETIME || rc == -EINTR,
                     "io_uring_enter (wait with timeout)");
-  return rc != -ETIME;
+  if (rc == -ETIME) return false;
+  // An enter that submitted entries returns their count even when its
+  // wait then timed out: with nothing completed, the clock says which.
+  return io_uring_cq_ready(&ring_) != 0 || MonotonicNow() < *deadline;
 }
 
 bool UringFutexPort::BlockHard(std::optional<MonotonicTime> deadline) {
@@ -367,7 +372,7 @@ UringFutexPort::Wait(std::optional<MonotonicTime> deadline, SleepHooks& hooks,
                         BoundByCheck(deadline, &is_check));
   const bool blocked = SleepProtocol(hooks, &result, [&] {
     ArmAll();
-    if (!Block(until)) result.timed_out = true;
+    if (!Block(until, is_check)) result.timed_out = true;
   });
   if (blocked) Reap();
   if (result.timed_out && is_check) {

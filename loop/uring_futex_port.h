@@ -19,6 +19,9 @@
 // wherever it is, so a timer there would make a callback's epoll_wait or
 // recv fail with EINTR every 100 ms: those bound each sleep's timeout by
 // the next check instead (ppoll's or io_uring_enter's; a timer per sleep).
+// The kHard ring is not poked by the process's tether-tick thread instead:
+// that would make a SCHED_OTHER thread a writer of a real-time loop's
+// eventfd (docs/preempt_rt.md).
 //
 // Wake(): an eventfd with an IORING_OP_READ kept armed in the ring. Chosen
 // over IORING_OP_MSG_RING because MSG_RING needs a ring in the *waking*
@@ -31,11 +34,18 @@
 // kHard sleeps in ppoll(2), whose timeout is a hard hrtimer for RT tasks, on
 // an eventfd registered with the ring (the kernel signals it when a futex
 // completion is queued, also as DEFER_TASKRUN task work), the Wake() eventfd
-// and the watched fds themselves; the ring then holds only the futex waits.
-// Polling the ring fd does not work with DEFER_TASKRUN, and completions that
-// an eventfd write triggers (Wake(), a stop-signal fd) do not signal the
-// registered eventfd promptly (eventfd recursion guard): both checked on
-// 6.18, hence fds are polled directly. Costs 3-4 syscalls per sleep.
+// and the watched fds themselves; the ring then holds the futex waits and
+// the Wake() read. Polling the ring fd does not work with DEFER_TASKRUN, and
+// completions that an eventfd write triggers (Wake(), a stop-signal fd) do
+// not signal the registered eventfd promptly (eventfd recursion guard):
+// both checked on 6.18, hence fds are polled directly. Costs 3-4 syscalls
+// per sleep. A kHard sleep whose one deadline is the lost-wake check, with
+// no fd watched, waits in the ring instead (the check needs no hard timer):
+// one syscall and the wait's soft timer, 0.68x the ppoll sleep on the
+// one-CPU ping-pong (docs/performance-history.md). Its Wake() read stays
+// armed after the loop wakes, like the futex waits: a Wake() racing the
+// loop's wake-up completes it as task work, which may interrupt a blocking
+// call of the next callback once (EINTR), as a racing futex wake may.
 // kHard rings are made without DEFER_TASKRUN: on a DEFER_TASKRUN ring a
 // futex wake queues the completion from the wake handler
 // (IOU_F_TWQ_IN_WAKE), which signals the registered eventfd through a
@@ -121,8 +131,9 @@ class UringFutexPort final : public internal::PortBase {
   io_uring_sqe* Sqe();
   // Preps a wait/poll for every unarmed slot and the wake read if needed.
   void ArmAll();
-  // Blocks per the deadline mode. Returns false when it timed out.
-  bool Block(std::optional<MonotonicTime> deadline);
+  // Blocks per the deadline mode; `only_check` when the deadline is only
+  // the lost-wake check's. Returns false when it timed out.
+  bool Block(std::optional<MonotonicTime> deadline, bool only_check);
   bool BlockHard(std::optional<MonotonicTime> deadline);
   // Consumes every CQE, collecting ready slots into ready_.
   void Reap();

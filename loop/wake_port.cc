@@ -129,6 +129,7 @@ absl::Status PortBase::AddSlot(WatchSlot::Kind kind, uint64_t cookie,
   s.faulted = false;
   ++s.generation;
   if (kind == WatchSlot::Kind::kWord) ++word_count_;
+  if (kind == WatchSlot::Kind::kFd) ++fd_count_;
   live_end_ = std::max(live_end_, static_cast<size_t>(free_slot) + 1);
   *index = free_slot;
   return absl::OkStatus();
@@ -148,6 +149,7 @@ int PortBase::SlotOf(uint64_t cookie) const {
 void PortBase::FreeSlot(int index) {
   WatchSlot& s = slots_[index];
   if (s.kind == WatchSlot::Kind::kWord) --word_count_;
+  if (s.kind == WatchSlot::Kind::kFd) --fd_count_;
   s.kind = WatchSlot::Kind::kFree;
   s.word = nullptr;
   s.fd = -1;

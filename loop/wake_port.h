@@ -276,6 +276,7 @@ class PortBase : public WakePort {
   // Marks slot `index` free (its generation moves on).
   void FreeSlot(int index);
   int word_count() const { return word_count_; }
+  int fd_count() const { return fd_count_; }
   // One past the highest slot in use: every per-wait scan of the watch table
   // (arming, loading, spinning) stops here, so a sleep costs the watches a
   // loop has, not max_watches. Slots from here on are all free; holes below
@@ -325,6 +326,7 @@ class PortBase : public WakePort {
   std::vector<WatchSlot> slots_;  // fixed size: options_.max_watches
   std::vector<Ready> ready_;      // reserved: options_.max_watches
   int word_count_ = 0;
+  int fd_count_ = 0;
   WakeRequest wake_;
 
  private:
