@@ -40,6 +40,28 @@ using testing::PortConfig;
 using testing::PortConfigName;
 using testing::UnsupportedReason;
 
+// Wakes `port` over and over once `after` has passed, until destroyed: a
+// wait that nothing else ends still ends, and the test can say so.
+class RescueWaker {
+ public:
+  RescueWaker(WakePort& port, Duration after)
+      : thread_([this, &port, after] {
+          const MonotonicTime give_up = MonotonicNow() + after;
+          while (!done_.load() && MonotonicNow() < give_up) {
+            std::this_thread::sleep_for(milliseconds(10));
+          }
+          while (!done_.load()) port.Wake();
+        }) {}
+  ~RescueWaker() {
+    done_ = true;
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
 class LostWakeCheckTest : public ::testing::TestWithParam<PortConfig> {
  protected:
   // The configured port, or nullptr with skip_ set when the kernel lacks
@@ -65,14 +87,7 @@ TEST_P(LostWakeCheckTest, EndsAWaitThatNothingElseWouldEnd) {
   if (port == nullptr) GTEST_SKIP() << skip_;
   std::atomic<uint32_t> word{0};
   ASSERT_TRUE(port->Watch(&word, 1).ok());
-  std::atomic<bool> done{false};
-  std::thread rescue([&] {
-    const MonotonicTime give_up = MonotonicNow() + seconds(10);
-    while (!done.load() && MonotonicNow() < give_up) {
-      std::this_thread::sleep_for(milliseconds(10));
-    }
-    while (!done.load()) port->Wake();
-  });
+  const RescueWaker rescue(*port, seconds(10));
   NoSleepHooks hooks;
   const auto never = [](uint64_t) { ADD_FAILURE() << "nothing changed"; };
   for (int i = 0; i < 3; ++i) {
@@ -96,8 +111,6 @@ TEST_P(LostWakeCheckTest, EndsAWaitThatNothingElseWouldEnd) {
   EXPECT_GE(MonotonicNow(), deadline);
   EXPECT_GE(checks, 1);
   EXPECT_LE(checks, 10);
-  done = true;
-  rescue.join();
   port->Unwatch(1);
 }
 
@@ -211,24 +224,18 @@ TEST(LostWakeCheckRefusedTest, ARingThatRefusesTheTimeoutStillChecks) {
     }
     std::atomic<uint32_t> word{0};
     if (!port->Watch(&word, 1).ok()) return 2;
-    std::atomic<bool> done{false};
-    std::thread rescue([&] {
-      const MonotonicTime give_up = MonotonicNow() + seconds(5);
-      while (!done.load() && MonotonicNow() < give_up) {
-        std::this_thread::sleep_for(milliseconds(10));
-      }
-      while (!done.load()) port->Wake();
-    });
-    NoSleepHooks hooks;
     int checks = 0;
     bool rescued = false;
-    while (checks < 2 && !rescued) {
-      const WaitResult r = port->Wait(std::nullopt, hooks, [](uint64_t) {});
-      checks += r.checked ? 1 : 0;
-      rescued = r.woken;
+    {
+      const RescueWaker rescue(*port, seconds(5));
+      NoSleepHooks hooks;
+      while (checks < 2 && !rescued) {
+        const WaitResult r =
+            port->Wait(std::nullopt, hooks, [](uint64_t) {});
+        checks += r.checked ? 1 : 0;
+        rescued = r.woken;
+      }
     }
-    done = true;
-    rescue.join();
     std::string said(4096, '\0');
     const ssize_t n = ::pread(log, said.data(), said.size(), 0);
     said.resize(n > 0 ? n : 0);
