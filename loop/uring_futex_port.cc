@@ -192,7 +192,7 @@ TETHER_HOT_PATH io_uring_sqe* UringFutexPort::Sqe() {
   return sqe;
 }
 
-TETHER_HOT_PATH void UringFutexPort::ArmAll() {
+TETHER_HOT_PATH void UringFutexPort::ArmAll(bool in_ring) {
   for (size_t i = 0; i < live_end(); ++i) {
     internal::WatchSlot& s = slots_[i];
     if (s.armed) continue;
@@ -216,7 +216,9 @@ TETHER_HOT_PATH void UringFutexPort::ArmAll() {
     io_uring_sqe_set_data64(sqe, UserData(Op::kCheck, 0, 0));
     check_armed_ = true;
   }
-  if (!wake_read_armed_) {
+  // The hard-timer ring's ppoll sleeps poll the eventfd itself: the read is
+  // armed there only for a sleep in the ring (see the header).
+  if (!wake_read_armed_ && in_ring) {
     io_uring_sqe* sqe = Sqe();
     io_uring_prep_read(sqe, wake_fd_, &wake_buffer_, sizeof(wake_buffer_),
                        static_cast<uint64_t>(-1));
@@ -226,10 +228,11 @@ TETHER_HOT_PATH void UringFutexPort::ArmAll() {
 }
 
 TETHER_HOT_PATH bool UringFutexPort::Block(
-    std::optional<MonotonicTime> deadline, bool only_check) {
-  // The check's time needs no hard timer; with no fd to poll, the ring
-  // wait (one syscall) serves the hard-timer ring too.
-  if (hard_ && !(only_check && fd_count() == 0)) return BlockHard(deadline);
+    std::optional<MonotonicTime> deadline, bool in_ring) {
+  if (!in_ring) return BlockHard(deadline);
+  // On the hard-timer ring, this wait's completions signal cq_event_fd_:
+  // its next ppoll sleep drains that first.
+  cq_event_stale_ = hard_;
   if (!deadline.has_value()) {
     const int rc = io_uring_submit_and_wait(&ring_, 1);
     TETHER_LOOP_CHECK(rc >= 0 || rc == -EINTR, "io_uring_enter (wait)");
@@ -248,6 +251,14 @@ TETHER_HOT_PATH bool UringFutexPort::Block(
 }
 
 bool UringFutexPort::BlockHard(std::optional<MonotonicTime> deadline) {
+  uint64_t count = 0;
+  if (cq_event_stale_) {
+    // Signals of completions already reaped in the ring: without this read
+    // the ppoll below would return at once. Anything completing after it
+    // signals again.
+    (void)!::read(cq_event_fd_, &count, sizeof(count));
+    cq_event_stale_ = false;
+  }
   // Submit the re-arms and run pending task work; a futex completion queued
   // after this signals cq_event_fd_.
   int rc = io_uring_submit_and_get_events(&ring_);
@@ -257,7 +268,10 @@ bool UringFutexPort::BlockHard(std::optional<MonotonicTime> deadline) {
   pollfd_slots_.clear();
   pollfds_.push_back(pollfd{cq_event_fd_, POLLIN, 0});
   pollfd_slots_.push_back(-1);
-  pollfds_.push_back(pollfd{wake_fd_, POLLIN, 0});
+  // While a ring sleep's read is still armed on the Wake() eventfd, its
+  // completion ends this sleep (through cq_event_fd_): polling the eventfd
+  // too would end it twice, the second time spuriously. (-1: ignored.)
+  pollfds_.push_back(pollfd{wake_read_armed_ ? -1 : wake_fd_, POLLIN, 0});
   pollfd_slots_.push_back(-1);
   for (size_t i = 0; i < live_end(); ++i) {
     if (slots_[i].kind == internal::WatchSlot::Kind::kFd) {
@@ -270,7 +284,6 @@ bool UringFutexPort::BlockHard(std::optional<MonotonicTime> deadline) {
   const int n = ::ppoll(pollfds_.data(), pollfds_.size(),
                         deadline.has_value() ? &left : nullptr, nullptr);
   TETHER_LOOP_CHECK(n >= 0 || errno == EINTR, "ppoll in the wake port");
-  uint64_t count = 0;
   if (n > 0 && (pollfds_[0].revents & POLLIN) != 0) {
     (void)!::read(cq_event_fd_, &count, sizeof(count));  // reset
   }
@@ -370,9 +383,12 @@ UringFutexPort::Wait(std::optional<MonotonicTime> deadline, SleepHooks& hooks,
       ring_check_ ? deadline
                   : std::optional<MonotonicTime>(
                         BoundByCheck(deadline, &is_check));
+  // The hard-timer ring sleeps in the ring too when no deadline of the
+  // caller's needs its hard timer and no fd needs ppoll.
+  const bool in_ring = !hard_ || (!deadline.has_value() && fd_count() == 0);
   const bool blocked = SleepProtocol(hooks, &result, [&] {
-    ArmAll();
-    if (!Block(until, is_check)) result.timed_out = true;
+    ArmAll(in_ring);
+    if (!Block(until, in_ring)) result.timed_out = true;
   });
   if (blocked) Reap();
   if (result.timed_out && is_check) {

@@ -39,13 +39,29 @@
 // completions that an eventfd write triggers (Wake(), a stop-signal fd) do
 // not signal the registered eventfd promptly (eventfd recursion guard):
 // both checked on 6.18, hence fds are polled directly. Costs 3-4 syscalls
-// per sleep. A kHard sleep whose one deadline is the lost-wake check, with
-// no fd watched, waits in the ring instead (the check needs no hard timer):
-// one syscall and the wait's soft timer, 0.68x the ppoll sleep on the
-// one-CPU ping-pong (docs/performance-history.md). Its Wake() read stays
-// armed after the loop wakes, like the futex waits: a Wake() racing the
-// loop's wake-up completes it as task work, which may interrupt a blocking
-// call of the next callback once (EINTR), as a racing futex wake may.
+// per sleep. A kHard sleep without a deadline of the caller's (its only
+// timer is the lost-wake check's, which needs no hard timer) and with no fd
+// watched waits in the ring instead: one syscall and the wait's soft
+// timer, 0.68x the ppoll sleep on the one-CPU ping-pong
+// (docs/performance-history.md). Only such a sleep arms the Wake() read in
+// the kHard ring; while it stays armed, a ppoll sleep leaves the Wake()
+// eventfd to it (its completion signals cq_event_fd_), and the first ppoll
+// sleep after a ring sleep drains cq_event_fd_ of the signals that sleep's
+// completions left. A loop whose sleeps all have deadlines (a periodic
+// real-time loop) never arms it.
+//
+// Interruptions on the kHard ring (no DEFER_TASKRUN): a completion there
+// is task work that interrupts the loop thread wherever it is, so a
+// completion that arrives while a callback runs makes that callback's
+// non-restarted blocking call (epoll_wait, a call with a timeout) fail
+// once with EINTR. Futex waits stay armed after a wake-up, so one
+// completes when a publisher's FUTEX_WAKE races the loop's wake-up, and
+// when a publisher wakes another subscriber (in any process) asleep on the
+// same channel word while this loop is busy with its wait armed. The
+// Wake() read armed by a ring sleep completes when a Wake() races the
+// loop's wake-up (a Wake() whose write lands 5 ms after the loop woke:
+// every time; Wake()s 20-200 us apart: none in 10,000). DEFER_TASKRUN
+// rings have none of this.
 // kHard rings are made without DEFER_TASKRUN: on a DEFER_TASKRUN ring a
 // futex wake queues the completion from the wake handler
 // (IOU_F_TWQ_IN_WAKE), which signals the registered eventfd through a
@@ -129,11 +145,12 @@ class UringFutexPort final : public internal::PortBase {
   void SignalLoop() override;
   void Bind();
   io_uring_sqe* Sqe();
-  // Preps a wait/poll for every unarmed slot and the wake read if needed.
-  void ArmAll();
-  // Blocks per the deadline mode; `only_check` when the deadline is only
-  // the lost-wake check's. Returns false when it timed out.
-  bool Block(std::optional<MonotonicTime> deadline, bool only_check);
+  // Preps a wait/poll for every unarmed slot, and the wake read if needed
+  // for a sleep in the ring (`in_ring`; false: a hard-timer ppoll sleep).
+  void ArmAll(bool in_ring);
+  // Blocks in the ring (`in_ring`) or in ppoll. Returns false when it
+  // timed out.
+  bool Block(std::optional<MonotonicTime> deadline, bool in_ring);
   bool BlockHard(std::optional<MonotonicTime> deadline);
   // Consumes every CQE, collecting ready slots into ready_.
   void Reap();
@@ -146,6 +163,9 @@ class UringFutexPort final : public internal::PortBase {
   int wake_fd_ = -1;      // Wake() writes; an armed READ consumes
   const bool hard_;       // kHard: block in ppoll (see above)
   int cq_event_fd_ = -1;  // kHard only: registered with the ring
+  // kHard: a ring sleep ran since the last ppoll sleep, so cq_event_fd_ may
+  // hold signals of completions already reaped (BlockHard drains it).
+  bool cq_event_stale_ = false;
   std::vector<pollfd> pollfds_;     // kHard: [cq eventfd, wake fd, fds...]
   std::vector<int> pollfd_slots_;   // slot of each pollfds_ entry (-1: ours)
   uint64_t wake_buffer_ = 0;

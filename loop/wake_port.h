@@ -88,10 +88,12 @@ enum class DeadlineTimer {
   kRingWait,
   // A path whose timeout is a hard hrtimer for RT tasks: uring_futex waits
   // in ppoll(2) on an eventfd registered with the ring (the kernel signals
-  // it when a completion is queued, also with DEFER_TASKRUN) and then reaps
-  // the ring: 3-4 syscalls per sleep instead of 1, only when a deadline is
-  // set. futex_waitv's own timeout is hard on RT, so both modes are the same
-  // there. (timerfd and IORING_OP_TIMEOUT are soft on RT too: not used.)
+  // it when a completion is queued) and then reaps the ring: 3-4 syscalls
+  // per sleep instead of 1, for a sleep with a deadline or a watched fd (a
+  // sleep with neither waits in the ring; its ring has no DEFER_TASKRUN,
+  // see uring_futex_port.h). futex_waitv's own timeout is hard on RT, so
+  // both modes are the same there. (timerfd and IORING_OP_TIMEOUT are soft
+  // on RT too: not used.)
   kHard,
 };
 

@@ -5,12 +5,16 @@
 // from another thread (the Wake() read armed in the ring) and, with an fd
 // watched, the fd (ppoll again: fds are not in the hard-timer ring).
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 
 #include "absl/functional/function_ref.h"
@@ -18,6 +22,7 @@
 #include "loop/clock.h"
 #include "loop/uring_futex_port.h"
 #include "loop/wake_port.h"
+#include "shm/futex.h"
 #include "tests/loop/port_configs.h"
 
 namespace tether::loop {
@@ -27,13 +32,14 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using testing::Features;
 
-// Says when the loop thread is about to block.
+// Says when the loop thread first went to sleep (a latch: a sleep that
+// ended at once still counts).
 class AnnouncingHooks final : public SleepHooks {
  public:
-  void BeginSleep() override { sleeping.store(true); }
+  void BeginSleep() override { announced.store(true); }
   bool HasPendingWork() override { return false; }
-  void EndSleep() override { sleeping.store(false); }
-  std::atomic<bool> sleeping{false};
+  void EndSleep() override {}
+  std::atomic<bool> announced{false};
 };
 
 std::unique_ptr<UringFutexPort> MakeHardTimerPort() {
@@ -51,7 +57,7 @@ WaitResult WaitEndedBy(WakePort& port, Act act,
                        absl::FunctionRef<void(uint64_t)> on_ready) {
   AnnouncingHooks hooks;
   std::thread actor([&] {
-    while (!hooks.sleeping.load()) std::this_thread::yield();
+    while (!hooks.announced.load()) std::this_thread::yield();
     std::this_thread::sleep_for(milliseconds(5));
     act();
   });
@@ -78,6 +84,129 @@ TEST(HardTimerSleep, AWakeEndsADeadlineLessSleep) {
     if (r.woken && !r.checked) ++by_wake_alone;
   }
   EXPECT_EQ(by_wake_alone, 1) << "only the lost-wake check ended the sleeps";
+  port->Unwatch(1);
+}
+
+// io_uring_enter returns the number of entries it submitted even when its
+// wait then timed out: a sleep that re-arms something (here the Wake()
+// read, which the previous sleep's Wake() consumed) and then runs to the
+// lost-wake check must still say `checked`, not look like a spurious
+// return.
+TEST(HardTimerSleep, ASleepThatRearmsAndRunsToTheCheckSaysChecked) {
+  if (!Features().op_futex_wait) GTEST_SKIP() << "kernel < 6.7";
+  std::unique_ptr<UringFutexPort> port = MakeHardTimerPort();
+  ASSERT_NE(port, nullptr);
+  std::atomic<uint32_t> word{0};
+  ASSERT_TRUE(port->Watch(&word, 1).ok());
+  NoSleepHooks hooks;
+  const auto never = [](uint64_t) { ADD_FAILURE() << "nothing changed"; };
+  for (int round = 0; round < 3; ++round) {
+    const WaitResult woken = WaitEndedBy(
+        *port, [&] { port->Wake(); }, never);
+    ASSERT_TRUE(woken.woken);
+    const WaitResult r = port->Wait(std::nullopt, hooks, never);
+    EXPECT_TRUE(r.checked) << "round " << round
+                           << ": a sleep that ran to the check said nothing";
+  }
+  port->Unwatch(1);
+}
+
+// A loop whose sleeps switch between the ring (no deadline) and ppoll (a
+// deadline of its own) must not pay for it in spurious returns: a ring
+// sleep's completions leave signals on the ring's completion eventfd, and
+// a Wake() read it left armed completes when a later ppoll sleep is woken.
+// Each sleep here ends exactly once, for its reason.
+TEST(HardTimerSleep, SwitchingBetweenRingAndPpollSleepsEndsEachOnce) {
+  if (!Features().op_futex_wait) GTEST_SKIP() << "kernel < 6.7";
+  std::unique_ptr<UringFutexPort> port = MakeHardTimerPort();
+  ASSERT_NE(port, nullptr);
+  std::atomic<uint32_t> word{0};
+  ASSERT_TRUE(port->Watch(&word, 1).ok());
+  int empty = 0;
+  int changes = 0;
+  const auto count = [&](const WaitResult& r) {
+    if (!r.woken && !r.timed_out && !r.checked && r.ready == 0) ++empty;
+  };
+  const auto on_ready = [&](uint64_t) { ++changes; };
+  NoSleepHooks hooks;
+  for (int round = 0; round < 10; ++round) {
+    // A ring sleep ended by a Wake() (its read consumed), then one ended
+    // by a publisher (the read stays armed).
+    count(WaitEndedBy(*port, [&] { port->Wake(); }, on_ready));
+    count(WaitEndedBy(
+        *port,
+        [&] {
+          word.fetch_add(1);
+          shm::FutexWake(&word, 1);
+        },
+        on_ready));
+    // A ppoll sleep ended by a Wake(), then one that runs to its deadline.
+    AnnouncingHooks announcing;
+    std::thread waker([&] {
+      while (!announcing.announced.load()) std::this_thread::yield();
+      std::this_thread::sleep_for(milliseconds(5));
+      port->Wake();
+    });
+    WaitResult woken;
+    // A lost-wake check, or a publish that a check's return left to this
+    // sleep, may end a sleep first.
+    for (int i = 0; i < 100 && !woken.woken; ++i) {
+      woken = port->Wait(MonotonicNow() + seconds(5), announcing, on_ready);
+      count(woken);
+    }
+    waker.join();
+    EXPECT_TRUE(woken.woken) << "round " << round;
+    const MonotonicTime deadline = MonotonicNow() + milliseconds(20);
+    WaitResult r;
+    do {
+      r = port->Wait(deadline, hooks, on_ready);
+      count(r);
+    } while (!r.timed_out);
+  }
+  EXPECT_EQ(empty, 0) << "sleeps that ended for no reason";
+  EXPECT_GE(changes, 10);
+  port->Unwatch(1);
+}
+
+// The syscall thread `tid` of this process is blocked in, from
+// /proc/self/task/<tid>/syscall (-1 if unreadable or running).
+long BlockedSyscall(pid_t tid) {
+  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/syscall");
+  std::string first;
+  if (!(in >> first) || first == "running") return -1;
+  return std::strtol(first.c_str(), nullptr, 10);
+}
+
+// Which syscall a sleep of `port` with `deadline` blocks in.
+long SleepSyscall(WakePort& port, std::optional<MonotonicTime> deadline) {
+  const pid_t loop_tid = static_cast<pid_t>(::syscall(SYS_gettid));
+  AnnouncingHooks hooks;
+  long seen = -1;
+  std::thread observer([&] {
+    while (!hooks.announced.load()) std::this_thread::yield();
+    std::this_thread::sleep_for(milliseconds(10));
+    seen = BlockedSyscall(loop_tid);
+    port.Wake();
+  });
+  (void)port.Wait(deadline, hooks, [](uint64_t) {});
+  observer.join();
+  return seen;
+}
+
+// Only a sleep without a deadline of the caller's waits in the ring: one
+// with a deadline keeps ppoll's hard timer, also when its deadline lies
+// beyond the next lost-wake check (the check then ends the ppoll first).
+TEST(HardTimerSleep, OnlyASleepWithoutADeadlineWaitsInTheRing) {
+  if (!Features().op_futex_wait) GTEST_SKIP() << "kernel < 6.7";
+  std::unique_ptr<UringFutexPort> port = MakeHardTimerPort();
+  ASSERT_NE(port, nullptr);
+  std::atomic<uint32_t> word{0};
+  ASSERT_TRUE(port->Watch(&word, 1).ok());
+  EXPECT_EQ(SleepSyscall(*port, std::nullopt), SYS_io_uring_enter);
+  EXPECT_EQ(SleepSyscall(*port, MonotonicNow() + milliseconds(50)),
+            SYS_ppoll);
+  EXPECT_EQ(SleepSyscall(*port, MonotonicNow() + seconds(5)), SYS_ppoll)
+      << "a deadline beyond the check slept on the ring's soft timer";
   port->Unwatch(1);
 }
 
