@@ -53,7 +53,7 @@
 // Interruptions on the kHard ring (no DEFER_TASKRUN): a completion there
 // is task work that interrupts the loop thread wherever it is, so a
 // completion that arrives while a callback runs makes that callback's
-// non-restarted blocking call (epoll_wait, a call with a timeout) fail
+// non-restarted blocking call (epoll_wait, SO_RCVTIMEO reads...) fail
 // once with EINTR. Futex waits stay armed after a wake-up, so one
 // completes when a publisher's FUTEX_WAKE races the loop's wake-up, and
 // when a publisher wakes another subscriber (in any process) asleep on the
