@@ -42,13 +42,24 @@ class AnnouncingHooks final : public SleepHooks {
   std::atomic<bool> announced{false};
 };
 
-std::unique_ptr<UringFutexPort> MakeHardTimerPort() {
-  absl::StatusOr<std::unique_ptr<UringFutexPort>> port =
-      UringFutexPort::Create(WakePortOptions{}, /*hard_deadlines=*/true,
-                             "test");
-  EXPECT_TRUE(port.ok()) << port.status();
-  return port.ok() ? std::move(*port) : nullptr;
-}
+// A hard-timer port watching one word (cookie 1).
+class HardTimerSleep : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!Features().op_futex_wait) GTEST_SKIP() << "kernel < 6.7";
+    absl::StatusOr<std::unique_ptr<UringFutexPort>> made =
+        UringFutexPort::Create(WakePortOptions{}, /*hard_deadlines=*/true,
+                               "test");
+    ASSERT_TRUE(made.ok()) << made.status();
+    port_ = std::move(*made);
+    ASSERT_TRUE(port_->Watch(&word_, 1).ok());
+  }
+  void TearDown() override {
+    if (port_ != nullptr) port_->Unwatch(1);
+  }
+  std::atomic<uint32_t> word_{0};
+  std::unique_ptr<UringFutexPort> port_;
+};
 
 // Runs `act` on another thread 5 ms after the loop thread announced a
 // sleep, and one Wait() with `deadline` that it should end.
@@ -70,21 +81,15 @@ WaitResult WaitEndedBy(WakePort& port, std::optional<MonotonicTime> deadline,
 // lost-wake check (about 100 ms later, `checked` set): a Wake() would be
 // late by up to that much. A check may come due inside any one trial, so
 // one of three trials must end by the Wake() alone.
-TEST(HardTimerSleep, AWakeEndsADeadlineLessSleep) {
-  if (!Features().op_futex_wait) GTEST_SKIP() << "kernel < 6.7";
-  std::unique_ptr<UringFutexPort> port = MakeHardTimerPort();
-  ASSERT_NE(port, nullptr);
-  std::atomic<uint32_t> word{0};
-  ASSERT_TRUE(port->Watch(&word, 1).ok());
+TEST_F(HardTimerSleep, AWakeEndsADeadlineLessSleep) {
   int by_wake_alone = 0;
   for (int trial = 0; trial < 3 && by_wake_alone == 0; ++trial) {
     const WaitResult r = WaitEndedBy(
-        *port, std::nullopt, [&] { port->Wake(); },
+        *port_, std::nullopt, [&] { port_->Wake(); },
         [](uint64_t) { ADD_FAILURE() << "nothing changed"; });
     if (r.woken && !r.checked) ++by_wake_alone;
   }
   EXPECT_EQ(by_wake_alone, 1) << "only the lost-wake check ended the sleeps";
-  port->Unwatch(1);
 }
 
 // io_uring_enter returns the number of entries it submitted even when its
@@ -92,23 +97,17 @@ TEST(HardTimerSleep, AWakeEndsADeadlineLessSleep) {
 // read, which the previous sleep's Wake() consumed) and then runs to the
 // lost-wake check must still say `checked`, not look like a spurious
 // return.
-TEST(HardTimerSleep, ASleepThatRearmsAndRunsToTheCheckSaysChecked) {
-  if (!Features().op_futex_wait) GTEST_SKIP() << "kernel < 6.7";
-  std::unique_ptr<UringFutexPort> port = MakeHardTimerPort();
-  ASSERT_NE(port, nullptr);
-  std::atomic<uint32_t> word{0};
-  ASSERT_TRUE(port->Watch(&word, 1).ok());
+TEST_F(HardTimerSleep, ASleepThatRearmsAndRunsToTheCheckSaysChecked) {
   NoSleepHooks hooks;
   const auto never = [](uint64_t) { ADD_FAILURE() << "nothing changed"; };
   for (int round = 0; round < 3; ++round) {
     const WaitResult woken = WaitEndedBy(
-        *port, std::nullopt, [&] { port->Wake(); }, never);
+        *port_, std::nullopt, [&] { port_->Wake(); }, never);
     ASSERT_TRUE(woken.woken);
-    const WaitResult r = port->Wait(std::nullopt, hooks, never);
+    const WaitResult r = port_->Wait(std::nullopt, hooks, never);
     EXPECT_TRUE(r.checked) << "round " << round
                            << ": a sleep that ran to the check said nothing";
   }
-  port->Unwatch(1);
 }
 
 // A loop whose sleeps switch between the ring (no deadline) and ppoll (a
@@ -116,12 +115,7 @@ TEST(HardTimerSleep, ASleepThatRearmsAndRunsToTheCheckSaysChecked) {
 // sleep's completions leave signals on the ring's completion eventfd, and
 // a Wake() read it left armed completes when a later ppoll sleep is woken.
 // Each sleep here ends exactly once, for its reason.
-TEST(HardTimerSleep, SwitchingBetweenRingAndPpollSleepsEndsEachOnce) {
-  if (!Features().op_futex_wait) GTEST_SKIP() << "kernel < 6.7";
-  std::unique_ptr<UringFutexPort> port = MakeHardTimerPort();
-  ASSERT_NE(port, nullptr);
-  std::atomic<uint32_t> word{0};
-  ASSERT_TRUE(port->Watch(&word, 1).ok());
+TEST_F(HardTimerSleep, SwitchingBetweenRingAndPpollSleepsEndsEachOnce) {
   int empty = 0;
   int changes = 0;
   const auto count = [&](const WaitResult& r) {
@@ -132,35 +126,34 @@ TEST(HardTimerSleep, SwitchingBetweenRingAndPpollSleepsEndsEachOnce) {
   for (int round = 0; round < 10; ++round) {
     // A ring sleep ended by a Wake() (its read consumed), then one ended
     // by a publisher (the read stays armed).
-    count(WaitEndedBy(*port, std::nullopt, [&] { port->Wake(); }, on_ready));
+    count(WaitEndedBy(*port_, std::nullopt, [&] { port_->Wake(); }, on_ready));
     count(WaitEndedBy(
-        *port, std::nullopt,
+        *port_, std::nullopt,
         [&] {
-          word.fetch_add(1);
-          shm::FutexWake(&word, 1);
+          word_.fetch_add(1);
+          shm::FutexWake(&word_, 1);
         },
         on_ready));
     // A ppoll sleep ended by a Wake(), then one that runs to its deadline.
     WaitResult woken = WaitEndedBy(
-        *port, MonotonicNow() + seconds(5), [&] { port->Wake(); }, on_ready);
+        *port_, MonotonicNow() + seconds(5), [&] { port_->Wake(); }, on_ready);
     count(woken);
     // A lost-wake check, or a publish that a check's return left to this
     // sleep, may end it first: the Wake() is then pending.
     for (int i = 0; i < 100 && !woken.woken; ++i) {
-      woken = port->Wait(MonotonicNow() + seconds(5), hooks, on_ready);
+      woken = port_->Wait(MonotonicNow() + seconds(5), hooks, on_ready);
       count(woken);
     }
     EXPECT_TRUE(woken.woken) << "round " << round;
     const MonotonicTime deadline = MonotonicNow() + milliseconds(20);
     WaitResult r;
     do {
-      r = port->Wait(deadline, hooks, on_ready);
+      r = port_->Wait(deadline, hooks, on_ready);
       count(r);
     } while (!r.timed_out);
   }
   EXPECT_EQ(empty, 0) << "sleeps that ended for no reason";
   EXPECT_GE(changes, 10);
-  port->Unwatch(1);
 }
 
 // The syscall thread `tid` of this process is blocked in, from
@@ -200,36 +193,27 @@ long SleepSyscall(WakePort& port, std::optional<MonotonicTime> deadline) {
 // Only a sleep without a deadline of the caller's waits in the ring: one
 // with a deadline keeps ppoll's hard timer, also when its deadline lies
 // beyond the next lost-wake check (the check then ends the ppoll first).
-TEST(HardTimerSleep, OnlyASleepWithoutADeadlineWaitsInTheRing) {
-  if (!Features().op_futex_wait) GTEST_SKIP() << "kernel < 6.7";
-  std::unique_ptr<UringFutexPort> port = MakeHardTimerPort();
-  ASSERT_NE(port, nullptr);
-  std::atomic<uint32_t> word{0};
-  ASSERT_TRUE(port->Watch(&word, 1).ok());
-  EXPECT_EQ(SleepSyscall(*port, std::nullopt), SYS_io_uring_enter);
-  EXPECT_EQ(SleepSyscall(*port, MonotonicNow() + milliseconds(50)),
+TEST_F(HardTimerSleep, OnlyASleepWithoutADeadlineWaitsInTheRing) {
+  EXPECT_EQ(SleepSyscall(*port_, std::nullopt), SYS_io_uring_enter);
+  EXPECT_EQ(SleepSyscall(*port_, MonotonicNow() + milliseconds(50)),
             SYS_ppoll);
-  EXPECT_EQ(SleepSyscall(*port, MonotonicNow() + seconds(5)), SYS_ppoll)
+  EXPECT_EQ(SleepSyscall(*port_, MonotonicNow() + seconds(5)), SYS_ppoll)
       << "a deadline beyond the check slept on the ring's soft timer";
-  port->Unwatch(1);
 }
 
 // With an fd watched the sleep must poll it (ppoll): in the ring wait it
 // would never be reported, whatever the checks.
-TEST(HardTimerSleep, AReadableFdEndsADeadlineLessSleep) {
-  if (!Features().op_futex_wait) GTEST_SKIP() << "kernel < 6.7";
-  std::unique_ptr<UringFutexPort> port = MakeHardTimerPort();
-  ASSERT_NE(port, nullptr);
+TEST_F(HardTimerSleep, AReadableFdEndsADeadlineLessSleep) {
   const int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   ASSERT_GE(fd, 0);
-  ASSERT_TRUE(port->WatchFd(fd, 7).ok());
+  ASSERT_TRUE(port_->WatchFd(fd, 7).ok());
   int reported = 0;
   const auto on_ready = [&](uint64_t cookie) {
     EXPECT_EQ(cookie, 7u);
     ++reported;
   };
   (void)WaitEndedBy(
-      *port, std::nullopt,
+      *port_, std::nullopt,
       [fd] {
         const uint64_t one = 1;
         (void)!::write(fd, &one, sizeof(one));
@@ -239,10 +223,10 @@ TEST(HardTimerSleep, AReadableFdEndsADeadlineLessSleep) {
   // at once by the fd (a level-triggered poll) or by a check.
   NoSleepHooks hooks;
   for (int i = 0; i < 5 && reported == 0; ++i) {
-    (void)port->Wait(std::nullopt, hooks, on_ready);
+    (void)port_->Wait(std::nullopt, hooks, on_ready);
   }
   EXPECT_GE(reported, 1) << "the readable fd was never reported";
-  port->Unwatch(7);
+  port_->Unwatch(7);
   ::close(fd);
 }
 
