@@ -198,9 +198,9 @@
 // a running reader may read zeros in place of payload bytes until then, as
 // it would read any bytes a writer put there. Space for both files is
 // reserved (fallocate) before they are linked into place, so a full
-// filesystem fails at creation, never at a later page fault. Findings in the reader-state file's contents never
-// make the data file's handle corrupt (a hostile reader must not be able
-// to stop publishers): CheckConsistency reports them, Sweep leaves them
+// filesystem fails at creation, never at a later page fault. Findings in
+// the reader-state file's contents never make the data file's handle
+// corrupt (a hostile reader must not be able to stop publishers): CheckConsistency reports them, Sweep leaves them
 // alone. Neither does a reader-state file that shrinks or grows: a handle
 // that meets it (a SIGBUS absorbed by the guard, or the wrong size at open)
 // goes on with a private reader state whose publishers always wake
