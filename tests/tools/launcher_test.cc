@@ -1,196 +1,56 @@
 // The launcher in-process, with /bin/sh scripts as nodes: channels exist
 // before nodes start, nodes get their env and prefixed output, startAfter
 // order and reverse-order shutdown, restarts with backoff, giving up on a
-// crashing node while the rest runs, config errors start nothing, required
-// vs best-effort real-time settings, status as JSON and on a channel, message
-// types from the stack's schema files, --schemas files and existing
-// channels, with a hint when a type is unknown.
+// crashing node while the rest runs, required vs best-effort real-time
+// settings, nodes that cannot start or are blocked, ending by itself, by a
+// stop or by --duration, status as JSON and on a channel, and the summary.
+// (Launcher::Create's checks of the stack: launcher_config_test.cc.)
 #include "tools/launcher.h"
 
 #include <signal.h>
-#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <fstream>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "capnp/message.h"
-#include "examples/demo.capnp.h"
-#include "examples/demo_schemas.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "shm/channel_access.h"
-#include "tests/shm/shm_test_util.h"
+#include "shm/channel.h"
 #include "tests/tools/json_test_parser.h"
 #include "tests/tools/launch_test_util.h"
+#include "tests/tools/launcher_test_fixture.h"
 #include "tools/launcher_status.capnp.h"
 #include "tools/status_publisher.h"
 #include "transport/channel_handle.h"
-#include "transport/config.capnp.h"
-#include "transport/schema_registry.h"
 #include "transport/typed_endpoints.h"
 
 namespace tether::tools {
 namespace {
 
 using std::chrono::milliseconds;
+using testing::DemoTypes;
 using testing::FileExists;
-using ::testing::HasSubstr;
+using testing::FindNode;
 using testing::ImuChannel;
-using ::testing::Not;
+using testing::kGenerous;
+using testing::LauncherTest;
+using testing::NodeIs;
 using testing::ProcessGone;
 using testing::ShellNode;
 using testing::StackJson;
 using testing::WaitUntil;
 using testing::WriteFile;
-
-constexpr milliseconds kGenerous{10000};
-
-const NodeStatus* FindNode(const StackStatus& status, const std::string& name) {
-  for (const NodeStatus& n : status.nodes) {
-    if (n.name == name) return &n;
-  }
-  return nullptr;
-}
-
-bool NodeIs(const StackStatus& status, const std::string& name,
-            NodeState state) {
-  const NodeStatus* n = FindNode(status, name);
-  return n != nullptr && n->state == state;
-}
-
-// The demo's types compiled in, as a program embedding the launcher would
-// pass them (the tether command passes none: see StackSchemas... below).
-std::unique_ptr<transport::SchemaRegistry> DemoTypes() {
-  auto schemas = std::make_unique<transport::SchemaRegistry>();
-  examples::RegisterDemoSchemas(schemas.get());
-  return schemas;
-}
-
-// The test runs in the runfiles root, the workspace root of the schemas.
-std::string RunfilesRoot() {
-  char cwd[4096];
-  return ::getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ".";
-}
-
-// Runs a launcher on its own thread (which then is the nodes' parent
-// thread) and records every status it reports.
-class RunningLauncher {
- public:
-  RunningLauncher(std::unique_ptr<Launcher> launcher, int stop_fd)
-      : launcher_(std::move(launcher)), stop_fd_(stop_fd) {
-    launcher_->set_on_change([this](const StackStatus& s) {
-      std::lock_guard<std::mutex> lock(mu_);
-      history_.push_back(s);
-      cv_.notify_all();
-    });
-    thread_ = std::thread([this] {
-      Launcher::Result result = launcher_->Run();
-      std::lock_guard<std::mutex> lock(mu_);
-      result_ = std::move(result);
-      done_ = true;
-      cv_.notify_all();
-    });
-  }
-  ~RunningLauncher() {
-    if (thread_.joinable()) Stop();
-  }
-
-  // Waits until the latest status satisfies `pred`.
-  bool WaitFor(const std::function<bool(const StackStatus&)>& pred,
-               milliseconds timeout = kGenerous) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] {
-      return !history_.empty() && pred(history_.back());
-    });
-  }
-  StackStatus Last() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return history_.empty() ? StackStatus{} : history_.back();
-  }
-  std::vector<StackStatus> History() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return history_;
-  }
-  // Requests a stop (as Ctrl-C would) and waits for Run() to return.
-  Launcher::Result Stop() {
-    const uint64_t one = 1;
-    EXPECT_EQ(::write(stop_fd_, &one, sizeof(one)), 8);
-    return Join();
-  }
-  // Waits for Run() to return by itself.
-  Launcher::Result Join() {
-    if (thread_.joinable()) thread_.join();
-    return result_;
-  }
-
- private:
-  std::unique_ptr<Launcher> launcher_;
-  const int stop_fd_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<StackStatus> history_;
-  Launcher::Result result_;
-  bool done_ = false;
-  std::thread thread_;
-};
-
-class LauncherTest : public ::testing::Test {
- protected:
-  LauncherTest() : dir_(testing::MakeTempDir()) {
-    stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  }
-  ~LauncherTest() override { ::close(stop_fd_); }
-
-  LaunchOptions Options(const std::string& stack_json) {
-    const std::string path = dir_ + "/stack.json";
-    WriteFile(path, stack_json);
-    LaunchOptions options;
-    options.stack_path = path;
-    options.channels = root_.options();
-    options.working_directory = dir_;
-    options.base_env = {"PATH=/usr/bin:/bin", "LANG=C"};
-    options.kill_timeout = milliseconds(1000);
-    options.stop_fd = stop_fd_;
-    return options;
-  }
-
-  absl::StatusOr<std::unique_ptr<Launcher>> Create(
-      LaunchOptions options,
-      std::unique_ptr<transport::SchemaRegistry> schemas = DemoTypes()) {
-    return Launcher::Create(std::move(options), std::move(schemas), out_, err_);
-  }
-
-  std::unique_ptr<RunningLauncher> Start(const std::string& stack_json) {
-    return StartWith(Options(stack_json));
-  }
-  std::unique_ptr<RunningLauncher> StartWith(LaunchOptions options) {
-    absl::StatusOr<std::unique_ptr<Launcher>> launcher =
-        Create(std::move(options));
-    EXPECT_TRUE(launcher.ok()) << launcher.status();
-    if (!launcher.ok()) return nullptr;
-    return std::make_unique<RunningLauncher>(std::move(*launcher), stop_fd_);
-  }
-
-  std::string File(const std::string& name) const { return dir_ + "/" + name; }
-
-  shm::testing::ScopedRoot root_;
-  std::string dir_;
-  int stop_fd_ = -1;
-  std::ostringstream out_;
-  std::ostringstream err_;
-};
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST_F(LauncherTest, ChannelsExistBeforeNodesStartAndNodesGetEnvAndPrefixes) {
   const std::string channel_file =
@@ -362,44 +222,6 @@ TEST_F(LauncherTest, BackoffIsCappedAtMaxBackoff) {
   EXPECT_THAT(out_.str(), HasSubstr("restarting in 20 ms (restart 2 of 4)"));
   EXPECT_THAT(out_.str(), HasSubstr("restarting in 25 ms (restart 3 of 4)"));
   EXPECT_THAT(out_.str(), HasSubstr("restarting in 25 ms (restart 4 of 4)"));
-}
-
-TEST_F(LauncherTest, InvalidConfigIsReportedAndNothingStarts) {
-  const std::string marker = File("started");
-  absl::StatusOr<std::unique_ptr<Launcher>> launcher = Create(Options(
-      R"({"channels": [{"name": "/test/imu", "type": "examples/demo.capnp:ImuSample",
-           "maxSize": 256, "queueDepth": 100}],
-          "nodes": [)" +
-      ShellNode("n", "touch '" + marker + "'") + "]}"));
-  ASSERT_FALSE(launcher.ok());
-  EXPECT_THAT(launcher.status().message(), HasSubstr("stack.json"));
-  EXPECT_THAT(launcher.status().message(), HasSubstr("queueDepth"));
-  EXPECT_THAT(launcher.status().message(), HasSubstr("power of two"));
-  // The types hint is for unknown types only.
-  EXPECT_THAT(launcher.status().message(), Not(HasSubstr("knows these types")));
-  EXPECT_FALSE(FileExists(marker));
-  EXPECT_FALSE(FileExists(shm::Channel::PathFor(root_.options(), "/test/imu")));
-}
-
-TEST_F(LauncherTest, MissingCommandOrUserIsReportedBeforeAnyChannelOrNode) {
-  const std::string marker = File("started");
-  absl::StatusOr<std::unique_ptr<Launcher>> launcher = Create(Options(StackJson(
-      {ImuChannel("/test/imu")},
-      {ShellNode("fine", "touch '" + marker + "'"),
-       R"({"name": "ghost", "command": "/nonexistent/tether-node"})",
-       R"({"name": "relative", "command": "bazel-bin/examples/nothing"})",
-       R"({"name": "lost", "command": "no-such-program-anywhere"})",
-       ShellNode("stranger", "true", R"(, "user": "no-such-user-xyz")")})));
-  ASSERT_FALSE(launcher.ok());
-  const std::string message(launcher.status().message());
-  EXPECT_THAT(message, HasSubstr("nothing was started"));
-  EXPECT_THAT(message,
-              HasSubstr("(ghost): command \"/nonexistent/tether-node\""));
-  EXPECT_THAT(message, HasSubstr("relative to the working directory " + dir_));
-  EXPECT_THAT(message, HasSubstr("no-such-program-anywhere\" is not in PATH"));
-  EXPECT_THAT(message, HasSubstr("no user named \"no-such-user-xyz\""));
-  EXPECT_FALSE(FileExists(marker));
-  EXPECT_FALSE(FileExists(shm::Channel::PathFor(root_.options(), "/test/imu")));
 }
 
 TEST_F(LauncherTest, RequiredRealtimeFailsTheNodeBestEffortOnlyWarns) {
@@ -627,193 +449,6 @@ TEST_F(LauncherTest, PublishesStatusAsJsonAndOnTheStatusChannel) {
             "SIGTERM");
 }
 
-TEST_F(LauncherTest, SchemaFilesAddTypesTheLauncherDoesNotLink) {
-  const std::string stack = StackJson(
-      {R"({"name": "/test/joints", "type": "examples/demo.capnp:JointState",
-           "maxSize": 512, "queueDepth": 4})"},
-      {ShellNode("n", "exit 0")});
-  auto imu_only = [] {
-    auto schemas = std::make_unique<transport::SchemaRegistry>();
-    schemas->Register<ImuSample>();
-    return schemas;
-  };
-  absl::StatusOr<std::unique_ptr<Launcher>> without =
-      Create(Options(stack), imu_only());
-  ASSERT_FALSE(without.ok());
-  EXPECT_THAT(without.status().message(), HasSubstr("JointState"));
-  EXPECT_THAT(without.status().message(), HasSubstr("--schemas"));
-
-  // A schema file as `capnp compile -o-` (or the registry) makes it.
-  transport::SchemaRegistry full;
-  full.Register<JointState>();
-  absl::StatusOr<std::vector<std::byte>> blob =
-      full.CodeGeneratorRequestFor(capnp::typeId<JointState>());
-  ASSERT_TRUE(blob.ok());
-  const std::string schema_file = File("joint_state.schema");
-  std::ofstream(schema_file, std::ios::binary)
-      .write(reinterpret_cast<const char*>(blob->data()),
-             static_cast<std::streamsize>(blob->size()));
-  LaunchOptions options = Options(stack);
-  options.schema_files = {schema_file};
-  absl::StatusOr<std::unique_ptr<Launcher>> with =
-      Create(std::move(options), imu_only());
-  ASSERT_TRUE(with.ok()) << with.status();
-  absl::StatusOr<std::unique_ptr<transport::ChannelHandle>> channel =
-      transport::ChannelHandle::Open(root_.options(), "/test/joints");
-  ASSERT_TRUE(channel.ok()) << channel.status();
-  EXPECT_EQ((*channel)->type_name(), "examples/demo.capnp:JointState");
-
-  LaunchOptions bad = Options(stack);
-  bad.schema_files = {File("missing.schema")};
-  absl::StatusOr<std::unique_ptr<Launcher>> missing =
-      Create(std::move(bad), imu_only());
-  ASSERT_FALSE(missing.ok());
-  EXPECT_THAT(missing.status().message(), HasSubstr("missing.schema"));
-}
-
-TEST_F(LauncherTest, StackSchemasGiveTheTypesAndNodesOpenWithCompiledOnes) {
-  // No compiled-in types at all (as `tether launch`): the stack names the
-  // .capnp file, parsed with the working directory as workspace root.
-  LaunchOptions options = Options(
-      R"({"schemas": [")" + RunfilesRoot() + R"(/examples/demo.capnp"],
-          "channels": [)" +
-      ImuChannel("/test/imu") + "], \"nodes\": [" +
-      ShellNode("n", "exec sleep 30") + "]}");
-  options.working_directory = RunfilesRoot();
-  absl::StatusOr<std::unique_ptr<Launcher>> launcher =
-      Create(options, std::make_unique<transport::SchemaRegistry>());
-  ASSERT_TRUE(launcher.ok()) << launcher.status();
-
-  // A node opens the channel with its compiled type, as ChannelSet does:
-  // the channel's metadata (type, schema bytes) must be the same.
-  transport::SchemaRegistry compiled;
-  compiled.Register<ImuSample>();
-  absl::StatusOr<transport::StackConfig> stack = transport::LoadStackConfig(
-      options.stack_path, compiled.known_types());
-  ASSERT_TRUE(stack.ok()) << stack.status();
-  absl::StatusOr<std::unique_ptr<transport::ChannelHandle>> opened =
-      transport::ChannelHandle::Create(root_.options(), stack->channels()[0],
-                                       compiled);
-  ASSERT_TRUE(opened.ok()) << opened.status();
-  EXPECT_EQ((*opened)->type_name(), "examples/demo.capnp:ImuSample");
-  EXPECT_TRUE(transport::Publisher<ImuSample>::Create(opened->get()).ok());
-}
-
-TEST_F(LauncherTest, ExistingChannelsTeachTheirTypes) {
-  // A channel left by an earlier run carries its type's schema.
-  transport::SchemaRegistry compiled;
-  compiled.Register<JointState>();
-  const std::string joints = R"({"name": "/test/joints",
-      "type": "examples/demo.capnp:JointState", "maxSize": 512,
-      "queueDepth": 4})";
-  absl::StatusOr<transport::StackConfig> earlier = transport::ParseStackConfig(
-      R"({"channels": [)" + joints + "]}", "<earlier run>",
-      compiled.known_types());
-  ASSERT_TRUE(earlier.ok()) << earlier.status();
-  ASSERT_TRUE(transport::ChannelHandle::Create(
-                  root_.options(), earlier->channels()[0], compiled)
-                  .ok());
-  absl::StatusOr<std::unique_ptr<Launcher>> launcher =
-      Create(Options(StackJson({joints}, {ShellNode("n", "exit 0")})),
-             std::make_unique<transport::SchemaRegistry>());
-  EXPECT_TRUE(launcher.ok()) << launcher.status();
-}
-
-TEST_F(LauncherTest, ACorruptChannelLeftByAnEarlierRunIsRefusedSayingWhatToRun) {
-  const std::string json =
-      StackJson({ImuChannel("/test/imu")}, {ShellNode("n", "exit 0")});
-  {
-    // An earlier run's channel, then garbage over its ring (dd).
-    auto schemas = DemoTypes();
-    absl::StatusOr<transport::StackConfig> earlier = transport::ParseStackConfig(
-        json, "<earlier run>", schemas->known_types());
-    ASSERT_TRUE(earlier.ok()) << earlier.status();
-    ASSERT_TRUE(transport::ChannelHandle::Create(
-                    root_.options(), earlier->channels()[0], *schemas)
-                    .ok());
-    auto c = shm::Channel::Open(root_.options(), "/test/imu");
-    ASSERT_TRUE(c.ok()) << c.status();
-    for (uint32_t pos = 0; pos < (*c)->params().queue_depth; ++pos) {
-      shm::internal::ChannelAccess::ring_entry(**c, pos)->store(
-          0x5a5a5a5a5a5a5a5aull + pos);
-    }
-  }
-  absl::StatusOr<std::unique_ptr<Launcher>> launcher = Create(Options(json));
-  ASSERT_FALSE(launcher.ok());
-  EXPECT_EQ(launcher.status().code(), absl::StatusCode::kDataLoss);
-  const std::string message(launcher.status().message());
-  EXPECT_THAT(message, HasSubstr("creating the stack's channels: channel "
-                                 "/test/imu is corrupt: ring position "));
-  EXPECT_THAT(message, HasSubstr(shm::Channel::PathFor(root_.options(),
-                                                       "/test/imu")));
-  EXPECT_THAT(message, HasSubstr("the launcher does not start a stack on a "
-                                 "corrupt channel"));
-  EXPECT_THAT(message, HasSubstr("run `tether clean --root " + root_.root() +
-                                 " --instance test`"));
-  EXPECT_THAT(out_.str(), Not(HasSubstr("created")));
-  // Not re-created behind the user's back: the same corrupt file is there.
-  auto kept = shm::Channel::Open(root_.options(), "/test/imu");
-  ASSERT_TRUE(kept.ok()) << kept.status();
-  EXPECT_TRUE((*kept)->corrupt());
-  kept->reset();
-  // Once it is removed, the stack launches (the refusal left no lock).
-  ASSERT_TRUE(shm::Channel::Remove(root_.options(), "/test/imu").ok());
-  absl::StatusOr<std::unique_ptr<Launcher>> relaunched = Create(Options(json));
-  EXPECT_TRUE(relaunched.ok()) << relaunched.status();
-}
-
-TEST_F(LauncherTest, UnreadableStackSchemaIsReportedAtItsEntry) {
-  absl::StatusOr<std::unique_ptr<Launcher>> launcher =
-      Create(Options(R"({"schemas": ["msgs/missing.capnp"], "channels": [)" +
-                     ImuChannel("/test/imu") + "]}"),
-             std::make_unique<transport::SchemaRegistry>());
-  ASSERT_FALSE(launcher.ok());
-  EXPECT_TRUE(absl::IsNotFound(launcher.status())) << launcher.status();
-  EXPECT_THAT(launcher.status().message(),
-              HasSubstr("stack.json:1: schemas[0]: schema file " + dir_ +
-                        "/msgs/missing.capnp: cannot read it"));
-  EXPECT_FALSE(FileExists(shm::Channel::PathFor(root_.options(), "/test/imu")));
-}
-
-TEST_F(LauncherTest, StackMayNotDeclareTheStatusChannel) {
-  absl::StatusOr<std::unique_ptr<Launcher>> launcher = Create(Options(StackJson(
-      {R"({"name": "/tether/launcher/status", "type": "examples/demo.capnp:ImuSample",
-           "maxSize": 256, "queueDepth": 4})"},
-      {ShellNode("n", "exit 0")})));
-  ASSERT_FALSE(launcher.ok());
-  EXPECT_THAT(launcher.status().message(),
-              HasSubstr("the launcher's own status channel"));
-}
-
-// A launch that fails after some of its channels were made (here: the
-// status channel an older launcher still uses has another shape) takes
-// back the channels it made and leaves what was there.
-TEST_F(LauncherTest, ALaunchThatFailsPartWayRemovesTheChannelsItMade) {
-  // Still used by the older launcher's process (an unused one would be
-  // made anew).
-  transport::SchemaRegistry schemas;
-  capnp::MallocMessageBuilder message;
-  StatusPublisher::ChannelConfig(&schemas, &message);
-  message.getRoot<transport::config::Channel>().setQueueDepth(16);
-  auto old = transport::ChannelHandle::Create(
-      root_.options(),
-      message.getRoot<transport::config::Channel>().asReader(), schemas);
-  ASSERT_TRUE(old.ok()) << old.status();
-  absl::StatusOr<std::unique_ptr<Launcher>> launcher = Create(Options(
-      StackJson({ImuChannel("/test/imu"), ImuChannel("/test/gyro")},
-                {ShellNode("n", "exit 0")})));
-  ASSERT_FALSE(launcher.ok());
-  EXPECT_THAT(launcher.status().message(), HasSubstr(kLauncherStatusChannel));
-  EXPECT_FALSE(FileExists(shm::Channel::PathFor(root_.options(), "/test/imu")));
-  EXPECT_FALSE(
-      FileExists(shm::Channel::PathFor(root_.options(), "/test/gyro")));
-  auto names = shm::Channel::List(root_.options());
-  ASSERT_TRUE(names.ok()) << names.status();
-  EXPECT_EQ(*names, std::vector<std::string>{kLauncherStatusChannel});
-  // Nor is the launcher's lock left: the next launch is not refused for it.
-  EXPECT_FALSE(FileExists(root_.root() + "/test/.launcher"));
-}
-
 TEST(LauncherFormat, SummaryAndExitDescriptions) {
   StackStatus status;
   NodeStatus a;
@@ -836,6 +471,7 @@ TEST(LauncherFormat, SummaryAndExitDescriptions) {
             "start failed: why");
   EXPECT_TRUE(test::ParseJson(FormatStatusJson(status)).ok());
 }
+
 
 }  // namespace
 }  // namespace tether::tools
