@@ -1,49 +1,35 @@
 // Channel files: creation, opening, validation on open, permissions, listing,
-// race-free creation and removal.
+// size.
 #include "shm/channel.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <cerrno>
 #include <cstddef>
-#include <chrono>
+#include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
-#include <thread>
+#include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shm/layout.h"
 #include "shm/mounts.h"
-#include "shm/publisher.h"
-#include "shm/reader.h"
 #include "tests/shm/shm_test_util.h"
 
 namespace tether::shm {
 namespace {
 
 using ::testing::HasSubstr;
-using ::testing::Not;
+using testing::Bytes;
 using testing::ScopedRoot;
-
-QueueParams SmallParams() { return {.slot_size = 128, .queue_depth = 8,
-                                    .max_publishers = 2, .max_pinned = 2}; }
-
-std::span<const std::byte> Bytes(const char* s) {
-  return {reinterpret_cast<const std::byte*>(s), std::strlen(s)};
-}
+using testing::SmallParams;
 
 // A full filesystem's error names the mount to grow: a tmpfs gets the
 // remount (and, for /dev/shm, Docker's flag); any other filesystem is told
@@ -285,156 +271,6 @@ TEST(Channel, AnotherBuildsChannelIsMadeAnewOnceNobodyMapsIt) {
   EXPECT_EQ(files, 2);
 }
 
-// InUse probes with a moment's exclusive flock. A process that maps the
-// channel in that moment must still end up holding its shared lock, or the
-// channel looks unused (and tether clean would remove it under that
-// process).
-TEST(Channel, AnOpenDuringInUsesProbeStillHoldsItsLock) {
-  ScopedRoot root;
-  ASSERT_TRUE(Channel::OpenOrCreate(root.options(), "c", SmallParams()).ok());
-  const std::string path = Channel::PathFor(root.options(), "c");
-  const int probe = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  ASSERT_GE(probe, 0);
-  ASSERT_EQ(::flock(probe, LOCK_EX | LOCK_NB), 0);
-  std::thread release([probe] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    ::close(probe);
-  });
-  auto opened = Channel::Open(root.options(), "c");
-  release.join();
-  ASSERT_TRUE(opened.ok()) << opened.status();
-  auto busy = Channel::InUse(root.options(), "c");
-  ASSERT_TRUE(busy.ok()) << busy.status();
-  EXPECT_TRUE(*busy) << "the open gave up its shared lock";
-  opened->reset();
-  EXPECT_FALSE(*Channel::InUse(root.options(), "c"));
-}
-
-TEST(Channel, RemoveIfUnusedKeepsAnOpenChannelAndRemovesAnUnusedOne) {
-  ScopedRoot root;
-  auto c = Channel::OpenOrCreate(root.options(), "c", SmallParams());
-  ASSERT_TRUE(c.ok()) << c.status();
-  auto kept = Channel::RemoveIfUnused(root.options(), "c");
-  ASSERT_TRUE(kept.ok()) << kept.status();
-  EXPECT_FALSE(*kept);
-  EXPECT_TRUE(Channel::Open(root.options(), "c").ok());
-  c->reset();
-  auto removed = Channel::RemoveIfUnused(root.options(), "c");
-  ASSERT_TRUE(removed.ok()) << removed.status();
-  EXPECT_TRUE(*removed);
-  EXPECT_TRUE(absl::IsNotFound(Channel::Open(root.options(), "c").status()));
-}
-
-// A channel removed and made anew while a process was opening it (tether
-// clean, then a launch): the opener must end up on the channel at the path,
-// never on the removed file nobody else will open.
-//
-// The test holds the file's exclusive lock (as RemoveIfUnused does) while it
-// replaces the file. An opener maps the data file (after opening both
-// files), then retries its shared lock for at least 20 ms (200 tries,
-// 100 us apart) and goes on unlocked. So an attempt tests the race only if
-// the file was replaced after the opener mapped it (seen in /proc/self/maps)
-// and within 15 ms of that; other attempts (a loaded machine) are
-// inconclusive and tried again.
-bool MapsInode(ino_t inode) {
-  std::ifstream maps("/proc/self/maps");
-  for (std::string line; std::getline(maps, line);) {
-    std::istringstream fields(line);
-    std::string range, perms, offset, device;
-    unsigned long long ino = 0;
-    if (fields >> range >> perms >> offset >> device >> ino && ino == inode) {
-      return true;
-    }
-  }
-  return false;
-}
-
-TEST(Channel, AnOpenerOfARemovedChannelOpensTheOneMadeAfterIt) {
-  using Clock = std::chrono::steady_clock;
-  ScopedRoot root;
-  const std::string path = Channel::PathFor(root.options(), "c");
-  int conclusive = 0;
-  for (int attempt = 0; attempt < 50 && conclusive < 3; ++attempt) {
-    ASSERT_TRUE(Channel::OpenOrCreate(root.options(), "c", SmallParams()).ok());
-    const int old_file = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    ASSERT_GE(old_file, 0);
-    struct stat old_stat;
-    ASSERT_EQ(::fstat(old_file, &old_stat), 0);
-    ASSERT_EQ(::flock(old_file, LOCK_EX | LOCK_NB), 0);
-    absl::StatusOr<std::unique_ptr<Channel>> opened;
-    std::thread opener([&] { opened = Channel::Open(root.options(), "c"); });
-    const Clock::time_point give_up = Clock::now() + std::chrono::seconds(5);
-    bool mapped = false;
-    while (!(mapped = MapsInode(old_stat.st_ino)) && Clock::now() < give_up) {
-      std::this_thread::yield();
-    }
-    const Clock::time_point mapped_at = Clock::now();
-    const absl::Status removed = Channel::Remove(root.options(), "c");
-    auto fresh = Channel::OpenOrCreate(root.options(), "c", SmallParams());
-    const Clock::duration swap = Clock::now() - mapped_at;
-    ::close(old_file);
-    opener.join();
-    ASSERT_TRUE(removed.ok()) << removed;
-    ASSERT_TRUE(fresh.ok()) << fresh.status();
-    if (mapped && swap < std::chrono::milliseconds(15)) {
-      ++conclusive;
-      ASSERT_TRUE(opened.ok()) << opened.status();
-      // One message through the new file: the opener sees it.
-      auto pub = Publisher::Create(fresh->get());
-      ASSERT_TRUE(pub.ok()) << pub.status();
-      ASSERT_FALSE((*pub)->Loan().empty());
-      ASSERT_EQ((*pub)->Send(8).status, SendStatus::kOk);
-      EXPECT_EQ((*opened)->Stats().next_queue_index, 1u)
-          << "the opener kept the removed file (attempt " << attempt << ")";
-    }
-    opened = absl::UnknownError("next attempt");
-    fresh->reset();
-    ASSERT_TRUE(Channel::Remove(root.options(), "c").ok());
-  }
-  EXPECT_GT(conclusive, 0) << "no attempt replaced the file within 15 ms of "
-                              "the opener's mapping it";
-}
-
-// Opens racing removals and re-creations of the channel (tether clean and a
-// restarted node) find the channel or find it missing, and nothing else:
-// an open that lost its data file's name, or whose reader-state file
-// vanished because the channel was removed between its two opens, tries
-// again; it never says DataLoss ("removed by hand?") about a healthy
-// channel.
-TEST(Channel, OpensRacingRemovalAndRecreationNeverSeeACorruptChannel) {
-  using Clock = std::chrono::steady_clock;
-  ScopedRoot root;
-  std::atomic<bool> stop{false};
-  std::thread churn([&] {
-    while (!stop.load(std::memory_order_relaxed)) {
-      // Made, closed, removed: its own failures show as the opener's.
-      (void)Channel::OpenOrCreate(root.options(), "c", SmallParams());
-      (void)Channel::Remove(root.options(), "c");
-    }
-  });
-  int opened = 0, missing = 0;
-  std::vector<std::string> other;
-  const Clock::time_point end = Clock::now() + std::chrono::seconds(1);
-  while (Clock::now() < end || opened == 0) {
-    absl::StatusOr<std::unique_ptr<Channel>> c =
-        Channel::Open(root.options(), "c");
-    if (c.ok()) {
-      ++opened;
-    } else if (absl::IsNotFound(c.status())) {
-      ++missing;
-    } else if (other.size() < 5) {
-      other.push_back(c.status().ToString());
-    }
-    if (Clock::now() > end + std::chrono::seconds(10)) break;
-  }
-  stop = true;
-  churn.join();
-  EXPECT_THAT(other, ::testing::IsEmpty());
-  EXPECT_GT(opened, 0);
-  RecordProperty("opened", opened);
-  RecordProperty("missing", missing);
-}
-
 TEST(Channel, FileModeAndGroupAreApplied) {
   ScopedRoot root;
   root.options().mode = 0640;
@@ -466,48 +302,6 @@ TEST(Channel, ListShowsChannelsWithTheirNames) {
   ASSERT_TRUE(Channel::Remove(root.options(), "/a").ok());
   EXPECT_THAT(*Channel::List(root.options()),
               ::testing::ElementsAre("/b/x", "50%"));
-}
-
-TEST(Channel, ConcurrentCreatorsAgreeOnOneInitialisedChannel) {
-  ScopedRoot root;
-  constexpr int kProcs = 6;
-  constexpr int kRounds = 20;
-  QueueParams params = SmallParams();
-  params.max_publishers = kProcs;
-  for (int round = 0; round < kRounds; ++round) {
-    std::string name = "race" + std::to_string(round);
-    std::vector<pid_t> pids;
-    for (int i = 0; i < kProcs; ++i) {
-      pid_t pid = ::fork();
-      ASSERT_GE(pid, 0);
-      if (pid == 0) {
-        auto c = Channel::OpenOrCreate(root.options(), name, params,
-                                       Bytes("meta"));
-        if (!c.ok()) ::_exit(1);
-        // Every opener can publish at once: the channel was complete.
-        auto pub = Publisher::Create(c->get());
-        if (!pub.ok()) ::_exit(2);
-        auto loan = (*pub)->Loan();
-        std::memcpy(loan.data(), &i, sizeof(i));
-        if ((*pub)->Send(sizeof(i)).status != SendStatus::kOk) ::_exit(3);
-        ::_exit(0);
-      }
-      pids.push_back(pid);
-    }
-    for (pid_t pid : pids) {
-      int status = 0;
-      ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-      ASSERT_TRUE(WIFEXITED(status));
-      ASSERT_EQ(WEXITSTATUS(status), 0) << "round " << round;
-    }
-    auto c = Channel::Open(root.options(), name);
-    ASSERT_TRUE(c.ok()) << c.status();
-    EXPECT_EQ((*c)->Stats().next_queue_index, uint64_t{kProcs});
-  }
-  // No temporary files are left behind.
-  auto names = Channel::List(root.options());
-  ASSERT_TRUE(names.ok());
-  EXPECT_EQ(names->size(), size_t{kRounds});
 }
 
 TEST(Channel, PrefaultAndLockMemoryMapTheChannel) {
@@ -565,144 +359,6 @@ TEST(Channel, SizeIsSlotsPlusASmallFixedOverhead) {
   EXPECT_EQ(overhead, 256u + 64u * 4 + 8u * 64 + 64u * p.pool_size() +
                           128u + 64u * 8 + 8u * 64 +
                           (8u * p.pool_size() + 63) / 64 * 64);
-}
-
-// Large channels on huge pages (channel_files.h): a data file of 2 MiB or
-// more is a whole number of them, and every mapping of it maps them so.
-
-constexpr uint64_t kHuge = 2u << 20;
-
-QueueParams LargeParams() {  // 7 slots of 1 MiB: a camera channel
-  return {.slot_size = 1u << 20, .queue_depth = 4, .max_publishers = 1,
-          .max_pinned = 2};
-}
-
-// Bytes of `path` this process maps with PMD (huge page) entries, over all
-// its mappings of the file. By inode: the creator maps the file under the
-// private name it built it as (since unlinked).
-uint64_t HugeMappedBytes(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return 0;
-  const std::string ino = std::to_string(st.st_ino);
-  std::ifstream smaps("/proc/self/smaps");
-  std::string line;
-  bool ours = false;
-  uint64_t kib = 0;
-  while (std::getline(smaps, line)) {
-    std::istringstream in(line);
-    std::string first;
-    in >> first;
-    if (first.find('-') != std::string::npos && first.back() != ':') {
-      std::string perms, offset, dev, inode;
-      in >> perms >> offset >> dev >> inode;
-      ours = inode == ino;
-    } else if (ours && first == "ShmemPmdMapped:") {
-      uint64_t v = 0;
-      in >> v;
-      kib += v;
-    }
-  }
-  return kib * 1024;
-}
-
-// 0 if this kernel collapses a tmpfs file in `dir` into huge pages, else
-// madvise's errno: a probe of its own, independent of the code under test.
-int ProbeCollapse(const std::string& dir) {
-  const std::string path = dir + "/probe";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-  if (fd < 0) return errno;
-  ::unlink(path.c_str());
-  int err = 0;
-  void* r = ::mmap(nullptr, 2 * kHuge, PROT_NONE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  char* at = reinterpret_cast<char*>(
-      (reinterpret_cast<uintptr_t>(r) + kHuge - 1) & ~(kHuge - 1));
-  if (::ftruncate(fd, kHuge) != 0 ||
-      ::mmap(at, kHuge, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
-             0) == MAP_FAILED) {
-    err = errno;
-  } else {
-    std::memset(at, 1, kHuge);
-    if (::madvise(at, kHuge, 25 /* MADV_COLLAPSE */) != 0) err = errno;
-  }
-  ::munmap(r, 2 * kHuge);
-  ::close(fd);
-  return err;
-}
-
-std::string DataPath(const ScopedRoot& root, const char* name) {
-  return root.root() + "/test/" + name;
-}
-
-TEST(ChannelHugePages, ALargeDataFileIsAWholeNumberOfHugePages) {
-  ScopedRoot root;
-  auto big = Channel::OpenOrCreate(root.options(), "big", LargeParams());
-  ASSERT_TRUE(big.ok()) << big.status();
-  struct stat st;
-  ASSERT_EQ(::stat(DataPath(root, "big").c_str(), &st), 0);
-  EXPECT_EQ(st.st_size % kHuge, 0u) << st.st_size;
-  EXPECT_GE(uint64_t(st.st_size), LargeParams().pool_size() << 20);
-  EXPECT_LT(uint64_t(st.st_size), (LargeParams().pool_size() << 20) + kHuge);
-  // A small channel keeps its exact size (SizeIsSlotsPlus... above).
-  auto small = Channel::OpenOrCreate(root.options(), "small", SmallParams());
-  ASSERT_TRUE(small.ok()) << small.status();
-  ASSERT_EQ(::stat(DataPath(root, "small").c_str(), &st), 0);
-  EXPECT_LT(uint64_t(st.st_size), 64u << 10);
-}
-
-TEST(ChannelHugePages, EveryMappingOfALargeChannelUsesHugePages) {
-  ScopedRoot root;
-  root.options().prefault = true;  // every page mapped now, to be counted
-  // Made first, so the probe's file has a folder to live in.
-  auto made = Channel::OpenOrCreate(root.options(), "cam", LargeParams());
-  ASSERT_TRUE(made.ok()) << made.status();
-  if (const int err = ProbeCollapse(root.root() + "/test"); err != 0) {
-    GTEST_SKIP() << "this kernel does not collapse tmpfs files into huge "
-                    "pages (MADV_COLLAPSE: "
-                 << std::strerror(err) << ")";
-  }
-  const std::string path = DataPath(root, "cam");
-  struct stat st;
-  ASSERT_EQ(::stat(path.c_str(), &st), 0);
-  // The creator's mapping, then a second one (an opener's): every byte.
-  EXPECT_EQ(HugeMappedBytes(path), uint64_t(st.st_size));
-  auto opened = Channel::Open(root.options(), "cam");
-  ASSERT_TRUE(opened.ok()) << opened.status();
-  EXPECT_EQ(HugeMappedBytes(path), 2 * uint64_t(st.st_size));
-  // And the channel works as before: a message through it, read in place.
-  auto pub = Publisher::Create(made->get());
-  ASSERT_TRUE(pub.ok()) << pub.status();
-  auto reader = Reader::Create(opened->get());
-  ASSERT_TRUE(reader.ok()) << reader.status();
-  std::span<std::byte> loan = (*pub)->Loan();
-  ASSERT_EQ(loan.size(), LargeParams().slot_size);
-  for (size_t i = 0; i < loan.size(); ++i) loan[i] = std::byte(i * 7);
-  ASSERT_EQ((*pub)->Send(loan.size()).status, SendStatus::kOk);
-  MessageView m;
-  ASSERT_EQ((*reader)->Next(&m), ReadStatus::kOk);
-  ASSERT_EQ(m.data.size(), LargeParams().slot_size);
-  for (size_t i = 0; i < m.data.size(); i += 4093) {
-    ASSERT_EQ(m.data[i], std::byte(i * 7)) << i;
-  }
-}
-
-TEST(ChannelHugePages, OffTheFileKeepsItsSmallPages) {
-  ScopedRoot root;
-  root.options().prefault = true;
-  root.options().huge_pages = false;
-  auto c = Channel::OpenOrCreate(root.options(), "cam", LargeParams());
-  ASSERT_TRUE(c.ok()) << c.status();
-  std::optional<MountFacts> m = MountOf(root.root());
-  ASSERT_TRUE(m.has_value());
-  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
-  std::string mode;
-  std::getline(thp, mode);
-  if ((m->huge != "never" && !m->huge.empty()) ||
-      mode.find("[force]") != std::string::npos ||
-      mode.find("[always]") != std::string::npos) {
-    GTEST_SKIP() << m->point << " gives tmpfs files huge pages by itself";
-  }
-  EXPECT_EQ(HugeMappedBytes(DataPath(root, "cam")), 0u);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Test helpers for shm: a unique shared-memory root per test (so parallel
-// tests never collide) that is removed afterwards, and a message pattern
-// whose every byte is derived from (publisher, sequence) so torn or stale
-// reads are detected.
+// tests never collide) that is removed afterwards, a message pattern whose
+// every byte is derived from (publisher, sequence) so torn or stale reads
+// are detected, and the channel tests' small shape and metadata bytes.
 #ifndef TETHER_TESTS_SHM_SHM_TEST_UTIL_H_
 #define TETHER_TESTS_SHM_SHM_TEST_UTIL_H_
 
@@ -154,6 +154,18 @@ inline bool CheckPattern(std::span<const std::byte> data, PatternHeader* out) {
     if (bytes[i] != PatternByte(out->publisher, out->sequence, i)) return false;
   }
   return true;
+}
+
+// The channel tests' shape (channel_test.cc and its siblings): 8 slots of
+// 128 bytes, 2 publishers, 2 pins.
+inline QueueParams SmallParams() {
+  return {.slot_size = 128, .queue_depth = 8, .max_publishers = 2,
+          .max_pinned = 2};
+}
+
+// The bytes of `s` (a channel's metadata), without its terminating NUL.
+inline std::span<const std::byte> Bytes(const char* s) {
+  return {reinterpret_cast<const std::byte*>(s), std::strlen(s)};
 }
 
 }  // namespace tether::shm::testing
