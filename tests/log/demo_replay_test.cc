@@ -7,16 +7,14 @@
 //     logged output, reproduces the recorded outputs within the tolerances
 //     stated below;
 //   - two replays give byte-identical outputs.
+// The recording and the plan of the replay's start: demo_recording.h.
 #include <stdio.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <fstream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,9 +27,8 @@
 #include "log/log_info.h"
 #include "log/log_reader.h"
 #include "log/log_replayer.h"
+#include "tests/log/demo_recording.h"
 #include "tests/log/log_test_util.h"
-#include "tests/shm/shm_test_util.h"
-#include "tests/util/run_command.h"
 #include "transport/framing.h"
 
 namespace tether::log {
@@ -40,6 +37,7 @@ namespace {
 using ::ImuSample;
 using ::JointCommand;
 using ::StateEstimate;
+using namespace ::tether::log::testing;
 
 // Recorded once for the whole suite.
 std::string* g_log = nullptr;
@@ -48,151 +46,6 @@ std::string* g_log = nullptr;
 std::string* g_unfit = nullptr;
 std::string* g_launch_output = nullptr;
 
-constexpr int64_t kPeriodNs = 1'000'000;
-constexpr int64_t kPhaseNs = 500'000;  // the controller's phase offset
-// The controller's phase point a send at `t` belongs to (its cycle runs at
-// the phase point, or late, and sends right after).
-int64_t Slot(int64_t t) { return (t - kPhaseNs) / kPeriodNs; }
-int64_t SlotTime(int64_t slot) { return slot * kPeriodNs + kPhaseNs; }
-
-// Runs the demo stack with the recorder as one more node of it, for 3 s.
-// Returns the launcher's exit status.
-int RecordDemo(const std::string& log, std::string* output) {
-  shm::testing::ScopedRoot root;
-  // The config names binaries as bazel-bin/<pkg>/<name> (run from the repo
-  // root); in runfiles they are <pkg>/<name>: a working directory with
-  // bazel-bin -> the runfiles root makes both hold.
-  char cwd[4096];
-  if (::getcwd(cwd, sizeof(cwd)) == nullptr) return -1;
-  const std::string work = root.root() + "-work";
-  if (::mkdir(work.c_str(), 0755) != 0 ||
-      ::symlink(cwd, (work + "/bazel-bin").c_str()) != 0 ||
-      ::symlink((std::string(cwd) + "/examples").c_str(),
-                (work + "/examples").c_str()) != 0) {
-    return -1;
-  }
-  const std::string config = work + "/recorded_stack.json";
-  std::ofstream(config)
-      << "{\"includes\": [\"examples/config/example_stack.json\"],\n"
-         " \"nodes\": [{\"name\": \"recorder\", \"command\": "
-         "\"bazel-bin/tools/tether\",\n"
-         "   \"args\": [\"record\", \"--out\", \""
-      << log
-      << "\", \"--force\", \"--from-oldest\", \"--period\", \"5\", "
-         "\"--quiet\"],\n"
-         "   \"restart\": {\"policy\": \"never\"}}]}\n";
-  int status = 0;
-  *output = ::tether::testing::RunCommand(
-      "tools/tether launch " + config + " --root " + root.root() +
-          " --instance demo --duration 3 --workdir " + work + " 2>&1",
-      &status);
-  if (std::system(("rm -rf '" + work + "'").c_str()) != 0) return -1;
-  return status;
-}
-
-// The demo's channels, which the recorder must hold from their first
-// message on.
-constexpr const char* kDemoChannels[] = {"/robot/imu", "/robot/joint_state",
-                                         "/robot/state_estimate",
-                                         "/robot/joint_command",
-                                         "/plant/state"};
-
-// Empty when the recorder started in time to read every demo channel from
-// its first message (it starts after the demo's nodes; a loaded machine can
-// start it after a 256-deep queue has lapped once); otherwise which channel
-// it joined late.
-std::string RecorderStartedLate(const std::string& log) {
-  auto reader = LogReader::Open(log);
-  if (!reader.ok()) return "";  // the tests below say what is wrong
-  for (const char* name : kDemoChannels) {
-    const LogChannel* c = (*reader)->FindChannel(name);
-    if (c == nullptr) return "";
-    LogReadOptions o;
-    o.channels = {c->id};
-    auto cursor = (*reader)->Read(o);
-    LogMessage m;
-    if (cursor->Next(&m) && m.queue_index != 0) {
-      return std::string("the recorder started after ") + name +
-             " had lapped its queue (first recorded index " +
-             std::to_string(m.queue_index) + ")";
-    }
-  }
-  return "";
-}
-
-// When to make the replayed controller so that its first cycles see what
-// the live one saw. Its first cycle runs at the first phase point after it
-// is made, and its fetchers see what is sent after it is made: so it is made
-// in the millisecond before the live first cycle's phase point, after every
-// input the live one did not see. Candidates are just after each input sent
-// in that millisecond; the first one under which every live cycle up to the
-// first tracking one is explained wins: an idle cycle saw no estimate, the
-// tracking cycle saw the newest estimate sent by its phase point and no
-// input arrived between its phase point and its send (live, it did not run
-// late past one). `why` says what did not fit when none does.
-struct ControllerStart {
-  int64_t make_at = 0;
-  std::string why;
-};
-
-ControllerStart PlanControllerStart(const std::string& log) {
-  auto reader = LogReader::Open(log);
-  if (!reader.ok()) return {0, std::string(reader.status().message())};
-  std::map<int64_t, int64_t> estimate_sent;  // send time -> sample time
-  std::vector<std::pair<int64_t, int64_t>> commands;  // (send, sample time)
-  std::vector<int64_t> inputs_sent;  // estimates and joint states
-  auto cursor = (*reader)->Read();
-  LogMessage m;
-  while (cursor->Next(&m)) {
-    transport::SlotMessageReader r(m.data);
-    if (m.channel->name == "/robot/state_estimate" ||
-        m.channel->name == "/robot/joint_state") {
-      inputs_sent.push_back(m.monotonic_send_ns);
-    }
-    if (m.channel->name == "/robot/state_estimate") {
-      estimate_sent[m.monotonic_send_ns] =
-          r.getRoot<StateEstimate>().getSampleTimeNs();
-    } else if (m.channel->name == "/robot/joint_command") {
-      commands.emplace_back(m.monotonic_send_ns,
-                            r.getRoot<JointCommand>().getSampleTimeNs());
-    }
-  }
-  std::sort(inputs_sent.begin(), inputs_sent.end());
-  if (commands.empty()) return {0, "no command was recorded"};
-  const int64_t p0 = SlotTime(Slot(commands[0].first));
-  std::vector<int64_t> candidates = {p0 - kPeriodNs + 1'000};
-  for (int64_t t : inputs_sent) {
-    if (t > p0 - kPeriodNs && t < p0) candidates.push_back(t + 1);
-  }
-  std::sort(candidates.begin(), candidates.end());
-  std::string why = "the controller never tracked";
-  for (int64_t made : candidates) {
-    bool fits = true;
-    for (const auto& [sent, sample] : commands) {
-      const int64_t phase = SlotTime(Slot(sent));
-      auto first = estimate_sent.upper_bound(made);
-      auto last = estimate_sent.upper_bound(phase);
-      if (sample == phase) {  // idle: it had no estimate
-        if (first != last) {
-          fits = false;
-          why = "a live idle cycle missed an estimate";
-          break;
-        }
-        continue;
-      }
-      if (first == last || std::prev(last)->second != sample ||
-          std::any_of(inputs_sent.begin(), inputs_sent.end(),
-                      [&](int64_t t) { return t > phase && t <= sent; })) {
-        fits = false;
-        why = "the live controller's first tracking cycle ran late, past its "
-              "inputs";
-      }
-      break;
-    }
-    if (fits) return {made, ""};
-  }
-  return {0, why};
-}
 
 // Empty when a replay of the log starts tracking on the live controller's
 // first tracking cycle and the live run was seldom late; otherwise which
