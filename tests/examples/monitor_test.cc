@@ -3,13 +3,10 @@
 #include "examples/monitor.h"
 
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <span>
-#include <fstream>
 #include <memory>
 #include <string>
-#include <unistd.h>
 
 #include "examples/demo_schemas.h"
 #include "examples/summary.h"
@@ -37,11 +34,8 @@ class MonitorTest : public ::testing::Test {
  protected:
   void SetUp() override {
     RegisterDemoSchemas(&schemas_);
-    const std::string path = ::testing::TempDir() + "/monitor_test_" +
-                             std::to_string(::getpid()) + ".json";
-    std::ofstream(path) << kStack;
-    auto stack = transport::LoadStackConfig(path, schemas_.known_types());
-    std::remove(path.c_str());
+    auto stack = transport::ParseStackConfig(kStack, "<test stack>",
+                                               schemas_.known_types());
     ASSERT_TRUE(stack.ok()) << stack.status();
     stack_ = std::make_unique<transport::StackConfig>(std::move(*stack));
     auto factory = loop::SimulatedEventLoopFactory::Create(*stack_, schemas_);

@@ -8,9 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -164,10 +162,8 @@ class ConformanceTest : public ::testing::TestWithParam<Kind> {
     }
     schemas_.Register<Scalars>();
     schemas_.Register<Sample>();
-    std::string path = root_.root() + "-stack.json";
-    std::ofstream(path) << kStack;
-    auto stack = transport::LoadStackConfig(path, schemas_.known_types());
-    std::remove(path.c_str());
+    auto stack = transport::ParseStackConfig(kStack, "<test stack>",
+                                               schemas_.known_types());
     ASSERT_TRUE(stack.ok()) << stack.status();
     stack_ = std::make_unique<transport::StackConfig>(std::move(*stack));
     if (GetParam() == Kind::kSimulated) {

@@ -47,10 +47,8 @@ TEST(GuestLoop, ReaderWithoutReaderStateWriteReceivesEverythingAndCostsNothing) 
   shm::testing::ScopedRoot root;
   transport::SchemaRegistry schemas;
   schemas.Register<Scalars>();
-  const std::string path = root.root() + "-stack.json";
-  std::ofstream(path) << kStack;
-  auto stack = transport::LoadStackConfig(path, schemas.known_types());
-  std::remove(path.c_str());
+  auto stack = transport::ParseStackConfig(kStack, "<test stack>",
+                                             schemas.known_types());
   ASSERT_TRUE(stack.ok()) << stack.status();
   auto set = transport::ChannelSet::Create(root.options(), *stack, schemas);
   ASSERT_TRUE(set.ok()) << set.status();

@@ -21,7 +21,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -165,10 +164,8 @@ class RtWakeTest : public ::testing::TestWithParam<Config> {
       GTEST_SKIP() << why;
     }
     schemas_.Register<Scalars>();
-    std::string path = root_.root() + "-stack.json";
-    std::ofstream(path) << kStack;
-    auto stack = transport::LoadStackConfig(path, schemas_.known_types());
-    std::remove(path.c_str());
+    auto stack = transport::ParseStackConfig(kStack, "<test stack>",
+                                               schemas_.known_types());
     ASSERT_TRUE(stack.ok()) << stack.status();
     stack_ = std::make_unique<transport::StackConfig>(std::move(*stack));
     auto set =

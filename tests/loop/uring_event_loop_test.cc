@@ -52,10 +52,8 @@ class UringEventLoopTest : public ::testing::TestWithParam<WakeBackend> {
     auto choice = ChooseWakeBackend(ProbeKernel(), GetParam());
     if (!choice.ok()) GTEST_SKIP() << choice.status();
     schemas_.Register<Scalars>();
-    std::string path = root_.root() + "-stack.json";
-    std::ofstream(path) << kStack;
-    auto stack = transport::LoadStackConfig(path, schemas_.known_types());
-    std::remove(path.c_str());
+    auto stack = transport::ParseStackConfig(kStack, "<test stack>",
+                                               schemas_.known_types());
     ASSERT_TRUE(stack.ok()) << stack.status();
     auto set = transport::ChannelSet::Create(root_.options(), *stack, schemas_);
     ASSERT_TRUE(set.ok()) << set.status();
