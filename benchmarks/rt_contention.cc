@@ -14,7 +14,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <random>
 #include <utility>
@@ -373,10 +372,8 @@ absl::Status RunOne(const MechanismInfo& info, const ContentionOptions& o,
     char stack_text[sizeof(kStackTemplate) + 32];
     std::snprintf(stack_text, sizeof(stack_text), kStackTemplate,
                   o.churners + 4, o.churners + 4);
-    const std::string path = root.root() + "-stack.json";
-    std::ofstream(path) << stack_text;
-    auto stack = transport::LoadStackConfig(path, schemas.known_types());
-    std::remove(path.c_str());
+    auto stack = transport::ParseStackConfig(stack_text, "<contention stack>",
+                                             schemas.known_types());
     if (!stack.ok()) return stack.status();
     auto s = transport::ChannelSet::Create(root.options(), *stack, schemas);
     if (!s.ok()) return s.status();

@@ -2,8 +2,6 @@
 
 #include <sched.h>
 
-#include <cstdio>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -96,10 +94,8 @@ absl::StatusOr<DeadlineReport> RunDeadlines(const DeadlineOptions& options) {
   shm::testing::ScopedRoot root;
   transport::SchemaRegistry schemas;
   schemas.Register<Scalars>();
-  const std::string path = root.root() + "-stack.json";
-  std::ofstream(path) << kStack;
-  auto stack = transport::LoadStackConfig(path, schemas.known_types());
-  std::remove(path.c_str());
+  auto stack = transport::ParseStackConfig(kStack, "<deadlines stack>",
+                                           schemas.known_types());
   if (!stack.ok()) return stack.status();
   auto set = transport::ChannelSet::Create(root.options(), *stack, schemas);
   if (!set.ok()) return set.status();

@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -100,11 +99,8 @@ absl::Status Prepare(const Session& s, Setup* setup) {
   setup->options.prefault = true;
   setup->options.huge_pages = s.huge_pages != 0;
   setup->remove_root = true;
-  const std::string path = setup->options.root + ".stack.json";
-  std::ofstream(path) << StackJson(s);
-  absl::StatusOr<transport::StackConfig> stack =
-      transport::LoadStackConfig(path, setup->schemas.known_types());
-  std::remove(path.c_str());
+  absl::StatusOr<transport::StackConfig> stack = transport::ParseStackConfig(
+      StackJson(s), "<bench stack>", setup->schemas.known_types());
   if (!stack.ok()) return stack.status();
   setup->stack.emplace(std::move(*stack));
   // Create every channel once, before any process opens them.
