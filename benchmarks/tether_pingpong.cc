@@ -10,9 +10,13 @@
 //   --spin_us=N         UringEventLoopOptions::port.spin
 //   --queue_depth=N     the channels' queueDepth (latency, fanout)
 //   --huge_pages=0      the channels keep 4 KiB pages (ChannelOptions)
+//   --api=raw           latency/fanout through MakeRawSender and
+//                       MakeRawWatcher instead (the transport and loop
+//                       without the typed layer, for comparison)
 //
 // A payload is a Cap'n Proto Data field of the case's size, built in place
 // in the loaned slot: "touch16" writes its first 16 bytes, "full" all of it.
+// With --api=raw it is the slot's bytes alone: no framing, no check.
 #include <ftw.h>
 #include <unistd.h>
 
@@ -157,40 +161,109 @@ absl::Status SendStatus(transport::PublishStatus status) {
       absl::StrCat("send failed: ", transport::ToString(status)));
 }
 
+// The two APIs a ping-pong can use (--api): what makes a sender and a
+// watcher of the payload's bytes, builds `size` payload bytes in a loan and
+// commits them. Typed: a Payload built in place (its Data field a blob in
+// the slot), every received message checked before the callback. Raw: the
+// bytes alone in the slot, no framing and no check.
+struct TypedApi {
+  using Sender = loop::Sender<Payload>;
+  struct Out {
+    transport::Loan<Payload> loan;
+    std::span<std::byte> bytes;
+  };
+  static absl::StatusOr<std::unique_ptr<Sender>> MakeSender(
+      loop::UringEventLoop* loop, const std::string& channel) {
+    return loop->MakeSender<Payload>(channel);
+  }
+  template <typename Fn>
+  static absl::Status Watch(loop::UringEventLoop* loop,
+                            const std::string& channel, Fn fn) {
+    return loop
+        ->MakeWatcher<Payload>(
+            channel,
+            [fn = std::move(fn)](Payload::Reader m,
+                                 const transport::MessageContext&) mutable {
+              fn(Bytes(m.getData()));
+            })
+        .status();
+  }
+  static Out Build(Sender& sender, uint32_t size) {
+    Out out{sender.MakeLoan(), {}};
+    if (out.loan.valid()) out.bytes = InitPayload(out.loan, size);
+    return out;
+  }
+  static bool Valid(const Out& out) { return out.loan.valid(); }
+  static transport::PublishStatus Commit(Sender& sender, Out& out) {
+    return sender.Send(std::move(out.loan)).status;
+  }
+};
+
+struct RawApi {
+  using Sender = loop::RawSender;
+  struct Out {
+    std::span<std::byte> bytes;
+  };
+  static absl::StatusOr<std::unique_ptr<Sender>> MakeSender(
+      loop::UringEventLoop* loop, const std::string& channel) {
+    return loop->MakeRawSender(channel);
+  }
+  template <typename Fn>
+  static absl::Status Watch(loop::UringEventLoop* loop,
+                            const std::string& channel, Fn fn) {
+    return loop
+        ->MakeRawWatcher(channel,
+                         [fn = std::move(fn)](
+                             const transport::RawMessage& m) mutable {
+                           fn(absl::Span<const std::byte>(m.bytes.data(),
+                                                          m.bytes.size()));
+                         })
+        .status();
+  }
+  static Out Build(Sender& sender, uint32_t size) {
+    const std::span<std::byte> loan = sender.Loan();
+    return {loan.size() >= size ? loan.first(size) : std::span<std::byte>()};
+  }
+  static bool Valid(const Out& out) { return !out.bytes.empty(); }
+  static transport::PublishStatus Commit(Sender& sender, Out& out) {
+    return sender.Send(out.bytes.size()).status;
+  }
+};
+
+template <typename Api>
 absl::Status Ping(const Session& s, Setup* setup, Board* board) {
   absl::StatusOr<Node> node = MakeNode(s, setup, "bench-ping");
   if (!node.ok()) return node.status();
   loop::UringEventLoop* loop = node->loop.get();
   board->SetInfo(loop->backend_description());
-  auto sender = loop->MakeSender<Payload>(kPing);
+  auto sender = Api::MakeSender(loop, kPing);
   if (!sender.ok()) return sender.status();
   PingDriver driver(s, board);
   absl::Status failure;
   auto send_next = [&] {
     const PingDriver::Outgoing o = driver.Next();
-    auto loan = (*sender)->MakeLoan();
-    if (!loan.valid()) {
+    typename Api::Out out = Api::Build(**sender, o.size);
+    if (!Api::Valid(out)) {
       failure = absl::InternalError("no loan");
       loop->Exit();
       return;
     }
-    driver.Write(Bytes(InitPayload(loan, o.size)), o);
+    driver.Write(Bytes(out.bytes), o);
     driver.BeforeSend();
-    const transport::PublishResult r = (*sender)->Send(std::move(loan));
+    const transport::PublishStatus status = Api::Commit(**sender, out);
     driver.AfterSend();
-    if (absl::Status st = SendStatus(r.status); !st.ok()) {
+    if (absl::Status st = SendStatus(status); !st.ok()) {
       failure = st;
       loop->Exit();
     }
     if (o.kind == PingDriver::Kind::kTerminate) loop->Exit();
   };
   for (int i = 0; i < s.pongs; ++i) {
-    auto st = loop->MakeWatcher<Payload>(
-        PongChannel(i),
-        [&, i](Payload::Reader m, const transport::MessageContext&) {
-          if (driver.Reply(i, ReadHeader(Bytes(m.getData())))) send_next();
+    absl::Status st = Api::Watch(
+        loop, PongChannel(i), [&, i](absl::Span<const std::byte> bytes) {
+          if (driver.Reply(i, ReadHeader(bytes))) send_next();
         });
-    if (!st.ok()) return st.status();
+    if (!st.ok()) return st;
   }
   if (absl::Status st = WaitForPongs(board, s.pongs, std::chrono::seconds(10));
       !st.ok()) {
@@ -201,37 +274,38 @@ absl::Status Ping(const Session& s, Setup* setup, Board* board) {
   return failure;
 }
 
+template <typename Api>
 absl::Status Pong(const Session& s, Setup* setup, Board* board, int index) {
   absl::StatusOr<Node> node =
       MakeNode(s, setup, absl::StrCat("bench-pong-", index));
   if (!node.ok()) return node.status();
   loop::UringEventLoop* loop = node->loop.get();
-  auto sender = loop->MakeSender<Payload>(PongChannel(index));
+  auto sender = Api::MakeSender(loop, PongChannel(index));
   if (!sender.ok()) return sender.status();
   PongDriver driver(s, board, index);
   absl::Status failure;
-  auto st = loop->MakeWatcher<Payload>(
-      kPing, [&](Payload::Reader m, const transport::MessageContext&) {
-        const PongDriver::Action a = driver.OnMessage(Bytes(m.getData()));
+  absl::Status st =
+      Api::Watch(loop, kPing, [&](absl::Span<const std::byte> bytes) {
+        const PongDriver::Action a = driver.OnMessage(bytes);
         if (a.kind == PongDriver::Kind::kExit) {
           loop->Exit();
           return;
         }
         if (a.kind != PongDriver::Kind::kReply) return;
-        auto loan = (*sender)->MakeLoan();
-        if (!loan.valid()) {
+        typename Api::Out out = Api::Build(**sender, a.size);
+        if (!Api::Valid(out)) {
           failure = absl::InternalError("no loan");
           loop->Exit();
           return;
         }
-        driver.Write(Bytes(InitPayload(loan, a.size)), a);
-        if (absl::Status sst = SendStatus((*sender)->Send(std::move(loan)).status);
+        driver.Write(Bytes(out.bytes), a);
+        if (absl::Status sst = SendStatus(Api::Commit(**sender, out));
             !sst.ok()) {
           failure = sst;
           loop->Exit();
         }
       });
-  if (!st.ok()) return st.status();
+  if (!st.ok()) return st;
   MarkPongReady(board);  // the watcher exists: nothing sent from now is missed
   loop->Run();
   return failure;
@@ -331,9 +405,16 @@ int main(int argc, char** argv) {
     if (s.test == Test::kThroughput) {
       roles.ping = [&](Board* b) { return Publisher(s, setup.get(), b); };
       roles.pong = [&](Board* b, int) { return Subscriber(s, setup.get(), b); };
+    } else if (s.raw_api) {
+      roles.ping = [&](Board* b) { return Ping<RawApi>(s, setup.get(), b); };
+      roles.pong = [&](Board* b, int i) {
+        return Pong<RawApi>(s, setup.get(), b, i);
+      };
     } else {
-      roles.ping = [&](Board* b) { return Ping(s, setup.get(), b); };
-      roles.pong = [&](Board* b, int i) { return Pong(s, setup.get(), b, i); };
+      roles.ping = [&](Board* b) { return Ping<TypedApi>(s, setup.get(), b); };
+      roles.pong = [&](Board* b, int i) {
+        return Pong<TypedApi>(s, setup.get(), b, i);
+      };
     }
     return roles;
   });

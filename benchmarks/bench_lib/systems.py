@@ -60,6 +60,14 @@ def make_systems(spin_us, backends, default=None):
                               "tether", "benchmarks/tether_pingpong",
                               variant=default, tests=("latency",),
                               args=["--queue_depth=2"]))
+        # The transport and loop without the typed layer: the raw sender and
+        # watcher, the payload's bytes with no Cap'n Proto framing and no
+        # check. Splits tether's own work into the typed layer and the rest.
+        # Measured in the targets pass only.
+        systems.append(System(f"tether/{default}+raw",
+                              f"tether {default}, raw API", "tether",
+                              "benchmarks/tether_pingpong", variant=default,
+                              tests=("targets",), args=["--api=raw"]))
     systems += [
         System("iceoryx", "iceoryx 2.0.3 WaitSet", "iceoryx",
                "benchmarks/peers/iceoryx_pingpong", needs="roudi",
@@ -164,11 +172,11 @@ class Plan:
 def target_keys(default):
     """The systems issue 12's targets compare, measured in the targets pass:
     tether's default and fallback backends, the large-message settings
-    (queueDepth 2), the default on 4 KiB pages and the floors each is held
-    against."""
+    (queueDepth 2), the default on 4 KiB pages and through the raw API, and
+    the floors each is held against."""
     return [f"tether/{default}", "tether/futex_waitv", f"tether/{default}+qd2",
-            f"tether/{default}+4k", "floor/futex", "floor/futex+huge",
-            "floor/uring"]
+            f"tether/{default}+4k", f"tether/{default}+raw", "floor/futex",
+            "floor/futex+huge", "floor/uring"]
 
 
 PLACEMENTS = {

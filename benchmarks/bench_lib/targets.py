@@ -89,6 +89,15 @@ class Targets:
             check(pl, f"{default} 64 B p50 / io_uring futex floor p50 "
                   "(tether's own work; for reference)",
                   tiny, ("floor/uring", 64, "touch16"), "p50", None)
+            # tether's own work split: the transport and loop (the raw API,
+            # no Cap'n Proto), then the typed layer on top of them.
+            raw = (d + "+raw", 64, "touch16")
+            check(pl, f"{default} raw API 64 B p50 / raw futex p50 (the "
+                  "transport and loop without the typed layer; for "
+                  "reference)", raw, futex, "p50", None)
+            check(pl, f"{default} 64 B p50 / {default} raw API 64 B p50 "
+                  "(the typed layer: Cap'n Proto building, the checked "
+                  "read; for reference)", tiny, raw, "p50", None)
         if not measured:
             return []  # e.g. --systems without tether or the floors
         lines.insert(0, self.targets_preamble(test))

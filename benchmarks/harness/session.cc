@@ -86,6 +86,8 @@ std::string UsageText(const std::string& system) {
       "  --queue_depth=N                    tether: channels' queueDepth (4)\n"
       "  --huge_pages=0|1                   tether: huge pages for large\n"
       "                                     channels (1)\n"
+      "  --api=typed|raw                    tether, latency/fanout: typed\n"
+      "                                     messages (typed) or raw bytes\n"
       "  --ping_cpu=N --pong_cpu=N          pin the processes (-1: no)\n"
       "  --pongs=N                          fanout: subscribers (1..16)\n"
       "  --phase_ms=N --start_rate=R --max_rate=R --payload=P\n"
@@ -155,6 +157,12 @@ absl::StatusOr<Session> ParseSession(int argc, char** argv) {
       st = Number("queue_depth", v, &s.queue_depth);
     } else if (Match(a, "huge_pages", &v)) {
       st = Number("huge_pages", v, &s.huge_pages);
+    } else if (Match(a, "api", &v)) {
+      if (v != "typed" && v != "raw") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--api: '", v, "'; use typed or raw"));
+      }
+      s.raw_api = v == "raw";
     } else if (Match(a, "ping_cpu", &v)) {
       st = Number("ping_cpu", v, &s.ping_cpu);
     } else if (Match(a, "pong_cpu", &v)) {
@@ -202,6 +210,10 @@ absl::StatusOr<Session> ParseSession(int argc, char** argv) {
         "throughput: want --phase_ms >= 10, 1 <= --start_rate <= --max_rate, "
         "--payload >= ",
         kMinPayload));
+  }
+  if (s.raw_api && s.test == Test::kThroughput) {
+    return absl::InvalidArgumentError(
+        "--api=raw: latency and fanout sessions only");
   }
   if (s.timeout_s < 1 || s.spin_us < 0 || s.case_budget_ms < 0) {
     return absl::InvalidArgumentError(

@@ -67,6 +67,11 @@ struct Session {
   // tether: shm::ChannelOptions::huge_pages (0: the channels keep 4 KiB
   // pages, for comparison).
   int huge_pages = 1;
+  // tether, latency/fanout: --api=raw pings through the raw sender and
+  // watcher (the payload's bytes as they are, no Cap'n Proto framing, no
+  // message check): the transport and loop without the typed layer, for
+  // comparison with the typed ping-pong (the default, --api=typed).
+  bool raw_api = false;
   int ping_cpu = -1;        // -1: not pinned
   int pong_cpu = -1;        // every ponger
   int pongs = 1;            // fanout: subscribers (1 otherwise)

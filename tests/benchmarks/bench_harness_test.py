@@ -109,8 +109,12 @@ class BenchHarnessTest(unittest.TestCase):
         # tether with its huge pages off runs in the targets pass only.
         for pl in placements:
             self.assertIn((pl, f"tether/{default}+4k", 1048576, "full"), tgt)
+        # So does tether through its raw API, with its two reference lines.
+        for pl in placements:
+            for p, m in ((64, "touch16"), (1048576, "full")):
+                self.assertIn((pl, f"tether/{default}+raw", p, m), tgt)
         self.assertFalse([x for x in rows if x["test"] != "targets" and
-                          x["system"].endswith("+4k")])
+                          x["system"].endswith(("+4k", "+raw"))])
         checks = data["checks"]
         self.assertIn("From the targets pass", checks[0])
         line = [c for c in checks
@@ -119,6 +123,11 @@ class BenchHarnessTest(unittest.TestCase):
         self.assertRegex(line[0], r"\*\*[0-9.]+x\*\* \(target <= 1.3x\): "
                          r"(met|NOT met); rounds [0-9.]+-[0-9.]+x, met in "
                          r"[01] of 1$")
+        for what in ("raw API 64 B p50 / raw futex p50",
+                     f"64 B p50 / {default} raw API 64 B p50"):
+            line = [c for c in checks if "1 CPU: " in c and what in c]
+            self.assertEqual(len(line), 1, (what, checks))
+            self.assertRegex(line[0], r"= \*\*[0-9.]+x\*\*; rounds ")
         for x in rows:
             self.assertGreater(x["n"], 0, x)
             self.assertLessEqual(x["p50"], x["p99"], x)

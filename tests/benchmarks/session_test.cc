@@ -91,5 +91,26 @@ TEST(ParseSession, RefusesWhatCannotRunAndSaysWhy) {
             std::string::npos);
 }
 
+TEST(ParseSession, TheApiIsTypedUnlessRawIsAskedForLatencyOrFanout) {
+  auto typed = Parse({"--cases=64:full"});
+  ASSERT_TRUE(typed.ok()) << typed.status();
+  EXPECT_FALSE(typed->raw_api);
+  auto raw = Parse({"--cases=64:full", "--api=raw"});
+  ASSERT_TRUE(raw.ok()) << raw.status();
+  EXPECT_TRUE(raw->raw_api);
+  auto named = Parse({"--cases=64:full", "--api=typed"});
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_FALSE(named->raw_api);
+  auto bogus = Parse({"--cases=64:full", "--api=capnp"});
+  ASSERT_FALSE(bogus.ok());
+  EXPECT_NE(bogus.status().message().find("typed or raw"), std::string::npos)
+      << bogus.status();
+  auto throughput = Parse({"--test=throughput", "--api=raw"});
+  ASSERT_FALSE(throughput.ok());
+  EXPECT_NE(throughput.status().message().find("latency and fanout"),
+            std::string::npos)
+      << throughput.status();
+}
+
 }  // namespace
 }  // namespace tether::bench
