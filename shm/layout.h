@@ -200,8 +200,9 @@
 // reserved (fallocate) before they are linked into place, so a full
 // filesystem fails at creation, never at a later page fault. Findings in
 // the reader-state file's contents never make the data file's handle
-// corrupt (a hostile reader must not be able to stop publishers): CheckConsistency reports them, Sweep leaves them
-// alone. Neither does a reader-state file that shrinks or grows: a handle
+// corrupt (a hostile reader must not be able to stop publishers):
+// CheckConsistency reports them, Sweep leaves them alone. Neither does a
+// reader-state file that shrinks or grows: a handle
 // that meets it (a SIGBUS absorbed by the guard, or the wrong size at open)
 // goes on with a private reader state whose publishers always wake
 // (Channel::reader_state_lost); pins and sleeper bits are then no longer
