@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 
+#include "tests/util/test_dir.h"
 #include "util/json_writer.h"
 
 namespace tether::tools::testing {
@@ -30,9 +31,7 @@ inline std::string MakeTempDir() {
   return pattern;
 }
 
-inline void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::trunc) << text;
-}
+using ::tether::testing::WriteFile;
 
 inline std::string ReadFile(const std::string& path) {
   std::ifstream in(path);

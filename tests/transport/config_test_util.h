@@ -5,7 +5,6 @@
 #define TETHER_TESTS_TRANSPORT_CONFIG_TEST_UTIL_H_
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -29,13 +28,7 @@ inline std::filesystem::path TestDir() {
   return tether::testing::FreshTestDir();
 }
 
-inline void WriteFile(const std::filesystem::path& path,
-                      const std::string& text) {
-  std::filesystem::create_directories(path.parent_path());
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  ASSERT_TRUE(out.good()) << path;
-}
+using tether::testing::WriteFile;
 
 // Writes `files` (name -> JSON) into a fresh directory and loads
 // "stack.json" from it.

@@ -10,7 +10,6 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -41,10 +40,7 @@ SchemaFileOptions WorkspaceImports() {
   return options;
 }
 
-void WriteFile(const fs::path& path, const std::string& text) {
-  fs::create_directories(path.parent_path());
-  std::ofstream(path, std::ios::binary) << text;
-}
+using ::tether::testing::WriteFile;
 
 // Expects the parsed registry to describe T exactly as the compiled one.
 template <typename T>
